@@ -1,0 +1,156 @@
+"""AlbertConfig: the hyper-parameters of an ALBERT model.
+
+The JSON form uses the field names of Hugging Face's ``config.json`` so a
+public checkpoint's config loads unchanged. Unknown keys are an error (a typo
+such as ``hiden_size`` must not silently fall back to a default), except for
+bookkeeping keys that HF writes and that do not change the model.
+"""
+
+import dataclasses
+import json
+import os
+from typing import Optional
+
+ACTIVATIONS = ("gelu", "gelu_new", "relu", "tanh")
+
+# Keys HF writes into config.json that say nothing about the network itself.
+_IGNORED_HF_KEYS = {
+    "architectures", "model_type", "transformers_version", "torch_dtype", "dtype",
+    "bos_token_id", "eos_token_id", "pad_token_id", "id2label", "label2id",
+    "problem_type", "finetuning_task", "output_past", "position_embedding_type",
+    "down_scale_factor", "gap_size", "net_structure_type", "num_memory_blocks", "layers_to_keep",
+    "initializer_range", "classifier_dropout_prob", "classifier_dropout",
+    "tie_word_embeddings", "_name_or_path", "use_cache", "return_dict",
+    "output_hidden_states", "output_attentions", "is_decoder", "add_cross_attention",
+}
+
+
+class ConfigError(ValueError):
+    """A config file or value that cannot describe an ALBERT model."""
+
+
+@dataclasses.dataclass
+class AlbertConfig:
+    vocab_size: int = 30000
+    embedding_size: int = 128            # E: the factorized embedding width
+    hidden_size: int = 4096              # H: the transformer width
+    num_hidden_layers: int = 12          # L: how many times the shared block is applied
+    num_hidden_groups: int = 1           # parameter groups; ALBERT uses 1 (all layers shared)
+    inner_group_num: int = 1             # distinct layers inside one group
+    num_attention_heads: int = 64
+    intermediate_size: int = 16384
+    hidden_act: str = "gelu_new"
+    hidden_dropout_prob: float = 0.0
+    attention_probs_dropout_prob: float = 0.0
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2
+    layer_norm_eps: float = 1e-12
+    initializer_range: float = 0.02
+    classifier_dropout_prob: float = 0.1
+    num_labels: int = 2
+
+    def __post_init__(self):
+        self.validate()
+
+    # ------------------------------------------------------------------ checks
+    def validate(self):
+        positive = ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers",
+                    "num_hidden_groups", "inner_group_num", "num_attention_heads",
+                    "intermediate_size", "max_position_embeddings", "type_vocab_size",
+                    "num_labels")
+        for name in positive:
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        if self.hidden_size % self.num_attention_heads:
+            raise ConfigError(
+                f"hidden_size ({self.hidden_size}) is not divisible by "
+                f"num_attention_heads ({self.num_attention_heads})")
+        if self.num_hidden_groups > self.num_hidden_layers:
+            raise ConfigError(
+                f"num_hidden_groups ({self.num_hidden_groups}) cannot exceed "
+                f"num_hidden_layers ({self.num_hidden_layers})")
+        if self.hidden_act not in ACTIVATIONS:
+            raise ConfigError(f"hidden_act {self.hidden_act!r} is not one of {ACTIVATIONS}")
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout_prob"):
+            value = getattr(self, name)
+            if not 0.0 <= value < 1.0:
+                raise ConfigError(f"{name} must be in [0, 1), got {value!r}")
+        if self.layer_norm_eps <= 0:
+            raise ConfigError(f"layer_norm_eps must be > 0, got {self.layer_norm_eps!r}")
+
+    @property
+    def head_size(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+    # ---------------------------------------------------------------- JSON I/O
+    @classmethod
+    def from_dict(cls, data: dict, source: str = "config") -> "AlbertConfig":
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(k for k in data if k not in known and k not in _IGNORED_HF_KEYS)
+        if unknown:
+            raise ConfigError(f"{source}: unknown config keys {unknown}; known keys are {sorted(known)}")
+        values = {k: v for k, v in data.items() if k in known}
+        # HF stores the label count only implicitly, through id2label.
+        if "num_labels" not in values and isinstance(data.get("id2label"), dict):
+            values["num_labels"] = len(data["id2label"])
+        if values.get("classifier_dropout_prob") is None:
+            values.pop("classifier_dropout_prob", None)
+        try:
+            return cls(**values)
+        except ConfigError as err:
+            raise ConfigError(f"{source}: {err}") from None
+
+    @classmethod
+    def from_json_file(cls, path: str) -> "AlbertConfig":
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"config file not found: {path}")
+        with open(path, encoding="utf-8") as f:
+            try:
+                data = json.load(f)
+            except json.JSONDecodeError as err:
+                raise ConfigError(f"{path}: not valid JSON ({err})") from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"{path}: expected a JSON object")
+        return cls.from_dict(data, source=path)
+
+    def to_dict(self) -> dict:
+        data = dataclasses.asdict(self)
+        data["model_type"] = "albert"
+        data["id2label"] = {str(i): f"LABEL_{i}" for i in range(self.num_labels)}
+        return data
+
+    def to_json_file(self, path: str):
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(self.to_dict(), f, indent=2, sort_keys=True)
+            f.write("\n")
+
+    @classmethod
+    def preset(cls, name: str, **overrides) -> "AlbertConfig":
+        """A named size from the paper: base, large, xlarge, xxlarge (v2 settings)."""
+        if name not in PRESETS:
+            raise ConfigError(f"unknown preset {name!r}; choose from {sorted(PRESETS)}")
+        return cls(**{**PRESETS[name], **overrides})
+
+
+# The four ALBERT sizes of the paper's Table 1, with the v2 release settings
+# (no dropout, gelu_new). "bert-base"/"bert-large" are the same shapes with
+# E = H and one group per layer: BERT's unshared, unfactorized parameters.
+_V2 = dict(vocab_size=30000, embedding_size=128, hidden_act="gelu_new",
+           hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+PRESETS = {
+    "base": dict(_V2, hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072),
+    "large": dict(_V2, hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096),
+    "xlarge": dict(_V2, hidden_size=2048, num_hidden_layers=24, num_attention_heads=16, intermediate_size=8192),
+    "xxlarge": dict(_V2, hidden_size=4096, num_hidden_layers=12, num_attention_heads=64, intermediate_size=16384),
+    "bert-base": dict(vocab_size=30000, embedding_size=768, hidden_size=768, num_hidden_layers=12,
+                      num_hidden_groups=12, num_attention_heads=12, intermediate_size=3072, hidden_act="gelu"),
+    "bert-large": dict(vocab_size=30000, embedding_size=1024, hidden_size=1024, num_hidden_layers=24,
+                       num_hidden_groups=24, num_attention_heads=16, intermediate_size=4096, hidden_act="gelu"),
+}
+
+
+def load_config(path_or_dir: str) -> Optional[AlbertConfig]:
+    """Load ``config.json`` from a file path or a model directory."""
+    path = os.path.join(path_or_dir, "config.json") if os.path.isdir(path_or_dir) else path_or_dir
+    return AlbertConfig.from_json_file(path)

@@ -1,0 +1,200 @@
+"""Data: GLUE-style TSV files -> token ids -> padded batches; raw text -> SOP/MLM examples.
+
+Batches are length-bucketed: examples of similar length go together and each
+batch is padded only to its own longest row, rounded up to a multiple of
+``pad_multiple`` so that a compiled graph sees few distinct shapes.
+"""
+
+import os
+import random
+
+import numpy as np
+
+
+class DataError(ValueError):
+    """A data file that cannot be read as asked, with the file and line number."""
+
+
+# ------------------------------------------------------------------- TSV input
+def read_tsv(path, text_column="sentence", label_column="label", require_labels=True):
+    """Read a GLUE TSV with a header row. Returns (sentences, labels or None).
+
+    Every malformed row is an error naming ``path:line`` (1-based, header = line 1).
+    Labels must be integers. If ``require_labels`` is False a file without a
+    label column is accepted (labels = None), for prediction only.
+    """
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"data file not found: {path}")
+    sentences, labels = [], []
+    with open(path, encoding="utf-8", newline="") as f:
+        header = f.readline().rstrip("\r\n").split("\t")
+        if text_column not in header:
+            raise DataError(f"{path}:1: header {header} has no {text_column!r} column")
+        text_at = header.index(text_column)
+        label_at = header.index(label_column) if label_column in header else None
+        if label_at is None and require_labels:
+            raise DataError(f"{path}:1: header {header} has no {label_column!r} column")
+        for line_no, line in enumerate(f, start=2):
+            line = line.rstrip("\r\n")
+            if not line.strip():
+                continue
+            fields = line.split("\t")
+            if len(fields) != len(header):
+                raise DataError(f"{path}:{line_no}: expected {len(header)} tab-separated fields "
+                                f"({', '.join(header)}), found {len(fields)}")
+            text = fields[text_at].strip()
+            if not text:
+                raise DataError(f"{path}:{line_no}: empty {text_column!r}")
+            sentences.append(text)
+            if label_at is not None:
+                try:
+                    labels.append(int(fields[label_at]))
+                except ValueError:
+                    raise DataError(f"{path}:{line_no}: label {fields[label_at]!r} is not an integer") from None
+    if not sentences:
+        raise DataError(f"{path}: no examples after the header")
+    return sentences, (labels if label_at is not None else None)
+
+
+def check_labels(labels, num_labels, path):
+    bad = [y for y in set(labels) if not 0 <= y < num_labels]
+    if bad:
+        raise DataError(f"{path}: labels {sorted(bad)} outside 0..{num_labels - 1} (the model has {num_labels})")
+
+
+# --------------------------------------------------------------------- batches
+def encode_all(tokenizer, sentences, max_length):
+    """Token ids per sentence: ``[CLS] ids [SEP]`` truncated to max_length."""
+    return [tokenizer.encode(s, max_length=max_length)["input_ids"] for s in sentences]
+
+
+def pad_batch(rows, pad_id, pad_multiple=8):
+    """List of id lists -> (input_ids, token_type_ids, attention_mask), int32 ``[B, S]``.
+
+    S = longest row rounded up to ``pad_multiple``. Single segments only, so
+    token types are all 0.
+    """
+    longest = max(len(r) for r in rows)
+    seq = -(-longest // pad_multiple) * pad_multiple
+    input_ids = np.full((len(rows), seq), pad_id, np.int32)
+    attention_mask = np.zeros((len(rows), seq), np.int32)
+    for i, r in enumerate(rows):
+        input_ids[i, :len(r)] = r
+        attention_mask[i, :len(r)] = 1
+    return input_ids, np.zeros_like(input_ids), attention_mask
+
+
+def eval_batches(encoded, batch_size):
+    """Yield (indices, rows) sorted by length (less padding); callers scatter results back."""
+    order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
+    for start in range(0, len(order), batch_size):
+        idx = order[start:start + batch_size]
+        yield idx, [encoded[i] for i in idx]
+
+
+def train_batches(encoded, labels, batch_size, rng: random.Random, bucket_batches=50):
+    """One epoch of shuffled, length-bucketed batches: yields (rows, labels).
+
+    Shuffle, cut into pools of ``bucket_batches`` batches, sort each pool by
+    length, split into batches, then shuffle the batch order. Random enough
+    for SGD, yet most batches need little padding.
+    """
+    order = list(range(len(encoded)))
+    rng.shuffle(order)
+    pool = batch_size * bucket_batches
+    batches = []
+    for start in range(0, len(order), pool):
+        chunk = sorted(order[start:start + pool], key=lambda i: len(encoded[i]))
+        batches += [chunk[j:j + batch_size] for j in range(0, len(chunk), batch_size)]
+    rng.shuffle(batches)
+    for idx in batches:
+        yield [encoded[i] for i in idx], np.array([labels[i] for i in idx], np.int32)
+
+
+# ------------------------------------------------------------ SOP / MLM input
+def read_documents(path):
+    """Raw text: one sentence (or paragraph) per line, blank lines between documents."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"text file not found: {path}")
+    documents, current = [], []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            if line:
+                current.append(line)
+            elif current:
+                documents.append(current)
+                current = []
+    if current:
+        documents.append(current)
+    if not documents:
+        raise DataError(f"{path}: no text")
+    return documents
+
+
+def make_sop_examples(documents_ids, max_length, rng: random.Random):
+    """Sentence-order-prediction pairs from tokenized documents.
+
+    documents_ids: list of documents, each a list of sentences as id lists.
+    Consecutive sentences are packed into a chunk of up to ``max_length - 3``
+    pieces, the chunk is cut at a random sentence boundary into segments A and
+    B, and with probability 0.5 they are swapped (label 1) - ALBERT's SOP:
+    both orders use the same two segments, so only the order is a signal.
+    Returns a list of (ids_a, ids_b, label).
+    """
+    budget = max_length - 3
+    examples = []
+    for doc in documents_ids:
+        chunk, size = [], 0
+        for i, sentence in enumerate(doc):
+            chunk.append(sentence)
+            size += len(sentence)
+            if i == len(doc) - 1 or size >= budget:
+                if len(chunk) >= 2:
+                    cut = rng.randint(1, len(chunk) - 1)
+                    a = [t for s in chunk[:cut] for t in s]
+                    b = [t for s in chunk[cut:] for t in s]
+                    while len(a) + len(b) > budget:   # trim the longer side, from its outer end
+                        if len(a) > len(b):
+                            a.pop(0)
+                        else:
+                            b.pop()
+                    if rng.random() < 0.5:
+                        examples.append((b, a, 1))
+                    else:
+                        examples.append((a, b, 0))
+                chunk, size = [], 0
+    return examples
+
+
+def sop_batch(examples, tokenizer, pad_multiple=8):
+    """SOP examples -> (input_ids, token_type_ids, attention_mask, sop_labels)."""
+    rows, types = [], []
+    for a, b, _ in examples:
+        rows.append([tokenizer.cls_token_id] + a + [tokenizer.sep_token_id] + b + [tokenizer.sep_token_id])
+        types.append([0] * (len(a) + 2) + [1] * (len(b) + 1))
+    input_ids, token_type_ids, attention_mask = pad_batch(rows, tokenizer.pad_token_id, pad_multiple)
+    for i, t in enumerate(types):
+        token_type_ids[i, :len(t)] = t
+    return input_ids, token_type_ids, attention_mask, np.array([e[2] for e in examples], np.int32)
+
+
+def mask_tokens(input_ids, attention_mask, tokenizer, rng: np.random.Generator, mask_prob=0.15):
+    """BERT/ALBERT masking: pick 15% of real, non-special tokens as targets; of
+    those 80% -> [MASK], 10% -> a random token, 10% unchanged.
+
+    Returns (masked_input_ids, mlm_labels) with labels = -1 where no target,
+    and at least one target per row.
+    """
+    special = np.isin(input_ids, [tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id])
+    candidates = (attention_mask == 1) & ~special
+    targets = candidates & (rng.random(input_ids.shape) < mask_prob)
+    for row in np.where(~targets.any(1) & candidates.any(1))[0]:   # never leave a row without a target
+        targets[row, rng.choice(np.where(candidates[row])[0])] = True
+    labels = np.where(targets, input_ids, -1).astype(np.int32)
+    masked = input_ids.copy()
+    roll = rng.random(input_ids.shape)
+    masked[targets & (roll < 0.8)] = tokenizer.mask_token_id
+    random_tokens = targets & (roll >= 0.8) & (roll < 0.9)
+    masked[random_tokens] = rng.integers(5, tokenizer.vocab_size, size=int(random_tokens.sum()))
+    return masked, labels

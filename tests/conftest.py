@@ -1,0 +1,38 @@
+import os
+import sys
+
+import numpy as np
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FIXTURES = os.path.join(ROOT, "tests", "fixtures")
+SST2_DIR = os.path.join(os.path.dirname(ROOT), "shared", "data", "sst2")
+sys.path.insert(0, ROOT)
+
+import mindspore as ms  # noqa: E402
+
+ms.set_device("CPU")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: long end-to-end runs; excluded by default, run with -m slow")
+
+
+@pytest.fixture(scope="session")
+def reference():
+    return dict(np.load(os.path.join(FIXTURES, "reference.npz")))
+
+
+@pytest.fixture(scope="session")
+def hf_weights():
+    """``{'pretraining': {hf name: array}, 'classifier': {...}}`` from the oracle."""
+    raw = np.load(os.path.join(FIXTURES, "weights.npz"))
+    out = {"pretraining": {}, "classifier": {}}
+    for key in raw.files:
+        kind, name = key.split("/", 1)
+        out[kind][name] = raw[key]
+    return out
+
+
+def to_tensors(reference, *names):
+    return [ms.Tensor(reference[n].astype(np.int32)) for n in names]

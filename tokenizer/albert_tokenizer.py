@@ -1,0 +1,193 @@
+"""ALBERT's tokenizer: SentencePiece plus ALBERT's text preprocessing.
+
+Reproduces the reference ``AlbertTokenizer``:
+
+1. preprocess: collapse white space (``remove_space``), turn `` and '' into ",
+   strip accents by NFKD-decomposing and dropping combining marks
+   (``keep_accents=False``), lower-case (``do_lower_case``);
+2. SentencePiece pieces, with ALBERT's one special rule: a piece that ends in
+   "digit," (``▁1,``) is re-split so the comma is its own piece;
+3. ``[CLS] a [SEP]`` or ``[CLS] a [SEP] b [SEP]`` with token type ids 0 for
+   the first segment (including [CLS] and its [SEP]) and 1 for the second;
+4. longest-first truncation of pairs, then padding with ``<pad>``.
+"""
+
+import os
+import unicodedata
+
+import numpy as np
+
+SPIECE_UNDERLINE = "\u2581"
+
+
+class TokenizerError(ValueError):
+    """Bad tokenizer input or a SentencePiece model without ALBERT's special pieces."""
+
+
+class AlbertTokenizer:
+    SPECIAL_TOKENS = ("<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]")
+
+    def __init__(self, spiece_model, do_lower_case=True, remove_space=True, keep_accents=False):
+        import sentencepiece as spm   # imported here so the package imports without it
+        if not os.path.isfile(spiece_model):
+            raise FileNotFoundError(f"SentencePiece model not found: {spiece_model}")
+        self.spiece_model = spiece_model
+        self.sp = spm.SentencePieceProcessor()
+        try:
+            self.sp.Load(spiece_model)
+        except (OSError, RuntimeError) as err:
+            raise TokenizerError(f"{spiece_model}: not a SentencePiece model ({err})") from None
+        self.do_lower_case = do_lower_case
+        self.remove_space = remove_space
+        self.keep_accents = keep_accents
+        self.unk_token_id = self.sp.unk_id()
+        ids = {}
+        for token in self.SPECIAL_TOKENS:
+            ids[token] = self.sp.PieceToId(token)
+            if ids[token] == self.unk_token_id and token != "<unk>":
+                raise TokenizerError(f"{spiece_model}: has no {token} piece; not an ALBERT vocabulary")
+        self.pad_token_id = ids["<pad>"]
+        self.cls_token_id = ids["[CLS]"]
+        self.sep_token_id = ids["[SEP]"]
+        self.mask_token_id = ids["[MASK]"]
+
+    @classmethod
+    def from_pretrained(cls, model_dir, **kwargs):
+        return cls(os.path.join(model_dir, "spiece.model"), **kwargs)
+
+    @property
+    def vocab_size(self):
+        return self.sp.GetPieceSize()
+
+    # ----------------------------------------------------------------- pieces
+    def preprocess_text(self, text):
+        out = " ".join(text.strip().split()) if self.remove_space else text
+        out = out.replace("``", '"').replace("''", '"')
+        if not self.keep_accents:
+            out = unicodedata.normalize("NFKD", out)
+            out = "".join(c for c in out if not unicodedata.combining(c))
+        if self.do_lower_case:
+            out = out.lower()
+        return out
+
+    def tokenize(self, text):
+        """Text -> SentencePiece pieces (strings)."""
+        pieces = self.sp.EncodeAsPieces(self.preprocess_text(text))
+        out = []
+        for piece in pieces:
+            # "▁1990," -> "▁1990" + ",": numbers with a trailing comma get split the
+            # way the original BERT tokenizer split them.
+            if len(piece) > 1 and piece[-1] == "," and piece[-2].isdigit():
+                sub = self.sp.EncodeAsPieces(piece[:-1].replace(SPIECE_UNDERLINE, ""))
+                if piece[0] != SPIECE_UNDERLINE and sub[0][0] == SPIECE_UNDERLINE:
+                    if len(sub[0]) == 1:
+                        sub = sub[1:]
+                    else:
+                        sub[0] = sub[0][1:]
+                sub.append(piece[-1])
+                out.extend(sub)
+            else:
+                out.append(piece)
+        return out
+
+    def convert_tokens_to_ids(self, pieces):
+        return [self.sp.PieceToId(p) for p in pieces]
+
+    def convert_ids_to_tokens(self, ids):
+        return [self.sp.IdToPiece(int(i)) for i in ids]
+
+    def decode(self, ids, skip_special_tokens=True):
+        special = {self.pad_token_id, self.cls_token_id, self.sep_token_id, self.mask_token_id}
+        ids = [int(i) for i in ids if not (skip_special_tokens and int(i) in special)]
+        return self.sp.DecodeIds(ids)
+
+    def encode_ids(self, text):
+        return self.convert_tokens_to_ids(self.tokenize(text))
+
+    # --------------------------------------------------------------- encoding
+    @staticmethod
+    def truncate_pair(ids_a, ids_b, max_pieces):
+        """Longest-first: drop the last piece of the longer segment until both fit
+        (on a tie the second segment loses one)."""
+        ids_a, ids_b = list(ids_a), list(ids_b)
+        while len(ids_a) + len(ids_b) > max_pieces:
+            if len(ids_a) > len(ids_b):
+                ids_a.pop()
+            else:
+                ids_b.pop()
+        return ids_a, ids_b
+
+    def encode(self, text, text_pair=None, max_length=None, truncation=True):
+        """One example -> dict of lists ``input_ids``, ``token_type_ids``, ``attention_mask``."""
+        ids_a = self.encode_ids(text)
+        ids_b = self.encode_ids(text_pair) if text_pair is not None else None
+        if max_length is not None:
+            specials = 3 if ids_b is not None else 2
+            if max_length < specials + (2 if ids_b is not None else 1):
+                raise TokenizerError(f"max_length={max_length} leaves no room for text")
+            if truncation:
+                if ids_b is None:
+                    ids_a = ids_a[:max_length - specials]
+                else:
+                    ids_a, ids_b = self.truncate_pair(ids_a, ids_b, max_length - specials)
+        input_ids = [self.cls_token_id] + ids_a + [self.sep_token_id]
+        token_type_ids = [0] * len(input_ids)
+        if ids_b is not None:
+            input_ids += ids_b + [self.sep_token_id]
+            token_type_ids += [1] * (len(ids_b) + 1)
+        return {"input_ids": input_ids, "token_type_ids": token_type_ids, "attention_mask": [1] * len(input_ids)}
+
+    def pad(self, encodings, length=None):
+        """List of ``encode`` dicts -> dict of int32 arrays ``[batch, length]``.
+
+        ``length=None`` pads to the longest example (what batching wants).
+        """
+        longest = max(len(e["input_ids"]) for e in encodings)
+        length = longest if length is None else length
+        if longest > length:
+            raise TokenizerError(f"an example has {longest} tokens, more than the padding length {length}")
+        batch = {k: np.zeros((len(encodings), length), np.int32)
+                 for k in ("input_ids", "token_type_ids", "attention_mask")}
+        batch["input_ids"][:] = self.pad_token_id
+        for row, e in enumerate(encodings):
+            n = len(e["input_ids"])
+            for k in batch:
+                batch[k][row, :n] = e[k]
+        return batch
+
+    def __call__(self, texts, text_pairs=None, max_length=128, padding="longest", truncation=True):
+        """Batch encode. ``padding``: "longest", "max_length" or None (no padding: lists)."""
+        if isinstance(texts, str):
+            texts = [texts]
+            text_pairs = [text_pairs] if text_pairs is not None else None
+        if text_pairs is not None and len(text_pairs) != len(texts):
+            raise TokenizerError(f"{len(texts)} texts but {len(text_pairs)} text pairs")
+        pairs = text_pairs if text_pairs is not None else [None] * len(texts)
+        encodings = [self.encode(a, b, max_length, truncation) for a, b in zip(texts, pairs)]
+        if padding is None:
+            return {k: [e[k] for e in encodings] for k in encodings[0]}
+        if padding not in ("longest", "max_length"):
+            raise TokenizerError(f"padding must be 'longest', 'max_length' or None, got {padding!r}")
+        return self.pad(encodings, max_length if padding == "max_length" else None)
+
+
+def train_sentencepiece(sentences, model_prefix, vocab_size=8000, seed_sentence_size=2_000_000):
+    """Train an ALBERT-style unigram SentencePiece model on ``sentences``.
+
+    Same special pieces and ids as Google's ``30k-clean.model``: <pad>=0,
+    <unk>=1, [CLS]=2, [SEP]=3, [MASK]=4. Text is preprocessed exactly as the
+    tokenizer will preprocess it (lower case, accents stripped), so no piece is
+    wasted on forms that can never occur. Deterministic for the same input.
+    Writes ``model_prefix.model`` and ``model_prefix.vocab``; returns the .model path.
+    """
+    import sentencepiece as spm
+
+    cleaner = AlbertTokenizer.__new__(AlbertTokenizer)
+    cleaner.remove_space, cleaner.keep_accents, cleaner.do_lower_case = True, False, True
+    spm.SentencePieceTrainer.Train(
+        sentence_iterator=(cleaner.preprocess_text(s) for s in sentences),
+        model_prefix=model_prefix, vocab_size=vocab_size, model_type="unigram",
+        pad_id=0, unk_id=1, bos_id=-1, eos_id=-1, control_symbols=["[CLS]", "[SEP]", "[MASK]"],
+        character_coverage=0.99995, input_sentence_size=seed_sentence_size,
+        shuffle_input_sentence=False, num_threads=1, minloglevel=2)
+    return model_prefix + ".model"
