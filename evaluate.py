@@ -29,7 +29,8 @@ def parse_args(argv=None):
     p.add_argument("--data", default=os.path.join("..", "shared", "data", "sst2", "dev.tsv"),
                    help="TSV with header sentence<TAB>label (default: %(default)s)")
     p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--max-length", type=int, default=128, help="tokens per sentence incl. [CLS]/[SEP]")
+    p.add_argument("--max-length", type=int, default=None,
+                   help="tokens per sentence incl. [CLS]/[SEP] (default: what train.py used, else 128)")
     p.add_argument("--output", help="write predictions here as TSV: sentence, label, prediction, p(positive)")
     p.add_argument("--json", action="store_true", help="print the metrics as JSON")
     p.add_argument("--no-jit", action="store_true", help="PyNative instead of a compiled graph")
@@ -54,6 +55,16 @@ def format_report(metrics, model_dir, data_path, speed):
         "",
         f"speed: {speed:.1f} examples/s",
     ])
+
+
+def training_max_length(model_dir, default=128):
+    """The truncation length train.py used for this model (train_metrics.json), so the
+    dev score here is the one training reported."""
+    path = os.path.join(model_dir, "train_metrics.json")
+    if os.path.isfile(path):
+        with open(path) as f:
+            return int(json.load(f).get("max_length", default))
+    return default
 
 
 def write_predictions(path, sentences, labels, predictions, probs):
@@ -83,6 +94,8 @@ def main(argv=None):
         sentences, labels = read_tsv(args.data)
         import mindspore as ms
         ms.set_device("CPU")
+        from albert_min.training import set_cpu_threads
+        set_cpu_threads()
         from albert_min.modeling import AlbertForSequenceClassification
         from albert_min.classify import predict, binary_metrics
         from tokenizer import AlbertTokenizer
@@ -91,7 +104,7 @@ def main(argv=None):
             raise DataError(f"{args.model} has {model.config.num_labels} labels; this script reports binary metrics")
         check_labels(labels, 2, args.data)
         tokenizer = AlbertTokenizer.from_pretrained(args.model)
-        max_length = min(args.max_length, model.config.max_position_embeddings)
+        max_length = min(args.max_length or training_max_length(args.model), model.config.max_position_embeddings)
         probs, seconds = predict(model, tokenizer, sentences, args.batch_size, max_length,
                                  use_jit=not args.no_jit, progress=not (args.quiet or args.json))
     except (FileNotFoundError, DataError, ConfigError, CheckpointError) as err:

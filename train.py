@@ -59,6 +59,9 @@ def parse_args(argv=None):
     p.add_argument("--resume", action="store_true", help="continue from <output>.state")
     p.add_argument("--force", action="store_true", help="overwrite an existing --output")
     p.add_argument("--no-jit", action="store_true", help="run in PyNative mode instead of a compiled graph")
+    p.add_argument("--deterministic", action="store_true",
+                   help="bit-reproducible runs: one CPU kernel thread (MindSpore's CPU dropout masks "
+                        "depend on how its threads split the work)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     args = p.parse_args(argv)
     if args.task == "cls" and not args.train:
@@ -103,6 +106,11 @@ def build_model(cls, config, args):
         head = ("classifier.",) if cls.__name__ == "AlbertForSequenceClassification" else ("predictions.", "sop_classifier.")
         return cls.from_pretrained(args.init, config=config, allow_missing=head)
     return cls(config)
+
+
+def write_json(path, data):
+    with open(path, "w") as f:
+        json.dump(data, f, indent=2)
 
 
 class Trainer:
@@ -155,16 +163,16 @@ class Trainer:
             seconds = time.perf_counter() - start
             self.model.set_train(False)
             score, metrics = evaluate()
-            record = {"epoch": epoch + 1, "step": self.state["step"], "train_loss": float(np.mean(losses)),
+            record = {"epoch": epoch + 1, "step": self.state["step"], "max_length": args.max_length,
+                      "train_loss": float(np.mean(losses)),
                       "steps_per_s": len(losses) / seconds, **metrics}
             self.state["history"].append(record)
             print(json.dumps(record), flush=True)
             self.state["epoch"] = epoch + 1
             if self.state["best"] is None or score >= self.state["best"]:
                 self.state["best"] = score
-                metrics_writer = lambda path, r=record: json.dump(r, open(path, "w"), indent=2)
                 save_model_dir(self.model, args.output, spiece_model=self.spiece_path, overwrite=True,
-                               extra_files={"train_metrics.json": metrics_writer})
+                               extra_files={"train_metrics.json": lambda path: write_json(path, record)})
                 print(f"saved {args.output} (score {score:.4f})", flush=True)
             save_training_state(self.state_dir, self.model, self.optimizer, self.state)
         return self.state
@@ -277,12 +285,14 @@ def main(argv=None):
         sys.exit(f"error: {args.output} exists; pass --force to overwrite it or --resume to continue")
     import mindspore as ms
     ms.set_device("CPU")
-    from albert_min.training import seed_everything
+    from albert_min.training import seed_everything, set_cpu_threads
+    set_cpu_threads(1 if args.deterministic else None)
     seed_everything(args.seed)
     with tempfile.TemporaryDirectory() as workdir:
         runner = run_classification if args.task == "cls" else run_sop
         state = runner(args, workdir)
     print(f"done: best score {state['best']}, model in {args.output}")
+    return state
 
 
 if __name__ == "__main__":

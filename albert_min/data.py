@@ -137,8 +137,9 @@ def make_sop_examples(documents_ids, max_length, rng: random.Random):
 
     documents_ids: list of documents, each a list of sentences as id lists.
     Consecutive sentences are packed into a chunk of up to ``max_length - 3``
-    pieces, the chunk is cut at a random sentence boundary into segments A and
-    B, and with probability 0.5 they are swapped (label 1) - ALBERT's SOP:
+    pieces, the chunk is cut at a random sentence boundary (a lone over-long
+    sentence: in its middle) into segments A and B, and with probability 0.5
+    they are swapped (label 1) - ALBERT's SOP:
     both orders use the same two segments, so only the order is a signal.
     Returns a list of (ids_a, ids_b, label).
     """
@@ -150,10 +151,16 @@ def make_sop_examples(documents_ids, max_length, rng: random.Random):
             chunk.append(sentence)
             size += len(sentence)
             if i == len(doc) - 1 or size >= budget:
+                a = b = None
                 if len(chunk) >= 2:
                     cut = rng.randint(1, len(chunk) - 1)
                     a = [t for s in chunk[:cut] for t in s]
                     b = [t for s in chunk[cut:] for t in s]
+                elif len(chunk[0]) > budget:
+                    # One sentence that fills the whole budget on its own: its two
+                    # halves are still consecutive text, so their order is learnable.
+                    a, b = list(chunk[0][:budget // 2]), list(chunk[0][budget // 2:])
+                if a and b:
                     while len(a) + len(b) > budget:   # trim the longer side, from its outer end
                         if len(a) > len(b):
                             a.pop(0)

@@ -349,7 +349,7 @@ class AlbertForSequenceClassification(PreTrainedMixin, nn.Cell):
         self.classifier = dense(config.hidden_size, config.num_labels, config)
 
     def construct(self, input_ids, token_type_ids=None, attention_mask=None):
-        _, pooled_output = self.albert(input_ids, token_type_ids, attention_mask)
+        pooled_output = self.albert(input_ids, token_type_ids, attention_mask)[1]
         return self.classifier(self.dropout(pooled_output))
 
 

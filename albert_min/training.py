@@ -80,6 +80,19 @@ def load_training_state(directory, model, optimizer) -> dict:
         return json.load(f)
 
 
+def set_cpu_threads(threads=None):
+    """CPU kernel threads: one per core by default (MindSpore's own default is 25,
+    which oversubscribes small machines); 1 makes dropout masks reproducible.
+    Can be set once per process; later calls are ignored."""
+    global _THREADS_SET
+    if not _THREADS_SET:
+        ms.device_context.cpu.op_tuning.threads_num(threads or os.cpu_count() or 1)
+        _THREADS_SET = True
+
+
+_THREADS_SET = False
+
+
 def seed_everything(seed):
     """Python, NumPy and MindSpore RNGs (weight init, dropout, shuffling)."""
     random.seed(seed)

@@ -13,6 +13,12 @@ import mindspore as ms  # noqa: E402
 
 ms.set_device("CPU")
 
+from albert_min.training import set_cpu_threads  # noqa: E402
+
+# One kernel thread: MindSpore's CPU dropout masks depend on how threads split
+# the work, and the training tests should give the same numbers every run.
+set_cpu_threads(1)
+
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: long end-to-end runs; excluded by default, run with -m slow")

@@ -118,3 +118,10 @@ def test_mask_tokens_only_touches_real_tokens():
     assert (masked[~targets] == input_ids[~targets]).all()
     assert 0.10 < targets[:, 1:10].mean() < 0.22
     assert 0.7 < (masked[targets] == 4).mean() < 0.9
+
+
+def test_a_lone_long_sentence_is_split_in_its_middle():
+    examples = make_sop_examples([[list(range(100))]], max_length=23, rng=random.Random(0))
+    (a, b, label), = examples
+    first, second = (b, a) if label else (a, b)
+    assert first == list(range(10)) and second == list(range(10, 20))

@@ -2,17 +2,29 @@
 
 Reproduces the reference ``AlbertTokenizer``:
 
-1. preprocess: collapse white space (``remove_space``), turn `` and '' into ",
-   strip accents by NFKD-decomposing and dropping combining marks
-   (``keep_accents=False``), lower-case (``do_lower_case``);
-2. SentencePiece pieces, with ALBERT's one special rule: a piece that ends in
+1. lower-case (``do_lower_case``) everything but the special-token strings
+   ``<pad> <unk> [CLS] [SEP] [MASK]``, then split those out of the text (case
+   sensitive); they map straight to their ids, and ``[MASK]`` also swallows
+   the white space on its left;
+2. preprocess each remaining chunk: collapse white space (``remove_space``),
+   turn `` and '' into ", strip accents by NFKD-decomposing and dropping
+   combining marks (``keep_accents=False``), lower-case again;
+3. SentencePiece pieces, with ALBERT's one special rule: a piece that ends in
    "digit," (``▁1,``) is re-split so the comma is its own piece;
-3. ``[CLS] a [SEP]`` or ``[CLS] a [SEP] b [SEP]`` with token type ids 0 for
+4. ``[CLS] a [SEP]`` or ``[CLS] a [SEP] b [SEP]`` with token type ids 0 for
    the first segment (including [CLS] and its [SEP]) and 1 for the second;
-4. longest-first truncation of pairs, then padding with ``<pad>``.
+5. longest-first truncation of pairs, then padding with ``<pad>``.
+
+The reference is the original, SentencePiece-based ("slow") Hugging Face
+``AlbertTokenizer`` of transformers 4.x; ``tests/test_tokenizer.py`` checks
+exact agreement with it (``tests/fixtures/make_tokenizer_reference.py`` says
+how the tokenizers-backed ones of transformers 5 differ). Step 1 and the
+per-character lower-casing are Hugging Face's; Google's ``tokenization.py``
+encodes special-token strings as plain text and lower-cases with ``str.lower``.
 """
 
 import os
+import re
 import unicodedata
 
 import numpy as np
@@ -46,6 +58,8 @@ class AlbertTokenizer:
             ids[token] = self.sp.PieceToId(token)
             if ids[token] == self.unk_token_id and token != "<unk>":
                 raise TokenizerError(f"{spiece_model}: has no {token} piece; not an ALBERT vocabulary")
+        self.special_ids = ids
+        self._special_re = re.compile("(" + "|".join(re.escape(t) for t in self.SPECIAL_TOKENS) + ")")
         self.pad_token_id = ids["<pad>"]
         self.cls_token_id = ids["[CLS]"]
         self.sep_token_id = ids["[SEP]"]
@@ -71,7 +85,28 @@ class AlbertTokenizer:
         return out
 
     def tokenize(self, text):
-        """Text -> SentencePiece pieces (strings)."""
+        """Text -> SentencePiece pieces (strings); special-token strings stay whole."""
+        if self.do_lower_case:
+            # Lower-case one character at a time, leaving special-token strings
+            # alone, like the reference (``PreTrainedTokenizer.tokenize``). Only
+            # differs from ``text.lower()`` for a word-final capital sigma: "Σ" ->
+            # "σ", never the final form "ς". (It also lets "<UNK>" become <unk>.)
+            text = "".join(part if part in self.special_ids else "".join(ch.lower() for ch in part)
+                           for part in self._special_re.split(text))
+        # [chunk, special, chunk, special, ..., chunk]
+        parts = self._special_re.split(text)
+        pieces = []
+        for i, part in enumerate(parts):
+            if i % 2 == 1:
+                pieces.append(part)
+            elif part:
+                if i + 1 < len(parts) and parts[i + 1] == "[MASK]":
+                    part = part.rstrip()   # [MASK] swallows the white space on its left
+                pieces.extend(self._tokenize_chunk(part))
+        return pieces
+
+    def _tokenize_chunk(self, text):
+        """Plain text (no special tokens) -> pieces."""
         pieces = self.sp.EncodeAsPieces(self.preprocess_text(text))
         out = []
         for piece in pieces:
@@ -187,6 +222,7 @@ def train_sentencepiece(sentences, model_prefix, vocab_size=8000, seed_sentence_
     spm.SentencePieceTrainer.Train(
         sentence_iterator=(cleaner.preprocess_text(s) for s in sentences),
         model_prefix=model_prefix, vocab_size=vocab_size, model_type="unigram",
+        hard_vocab_limit=False,   # a small corpus gets as many pieces as it supports, not an error
         pad_id=0, unk_id=1, bos_id=-1, eos_id=-1, control_symbols=["[CLS]", "[SEP]", "[MASK]"],
         character_coverage=0.99995, input_sentence_size=seed_sentence_size,
         shuffle_input_sentence=False, num_threads=1, minloglevel=2)

@@ -1,0 +1,103 @@
+"""AlbertConfig: HF field names, validation, presets, model folders."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from albert_min.checkpoint import CheckpointError, save_model_dir
+from albert_min.config import AlbertConfig, ConfigError, load_config
+from albert_min.modeling import AlbertForPreTraining, AlbertForSequenceClassification, AlbertModel
+from conftest import FIXTURES
+
+
+def test_reads_hf_config_json():
+    config = load_config(os.path.join(FIXTURES, "tiny_classifier"))
+    assert (config.vocab_size, config.embedding_size, config.hidden_size) == (120, 16, 32)
+    assert config.num_labels == 3             # from id2label
+    assert config.hidden_act == "gelu_new" and config.head_size == 8
+
+
+def test_json_round_trip(tmp_path):
+    config = AlbertConfig.preset("base", num_labels=2)
+    path = str(tmp_path / "config.json")
+    config.to_json_file(path)
+    assert json.load(open(path))["model_type"] == "albert"
+    assert AlbertConfig.from_json_file(path) == config
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"hiden_size": 32}, "unknown config keys \\['hiden_size'\\]"),
+    ({"hidden_size": 30, "num_attention_heads": 4}, "not divisible by num_attention_heads"),
+    ({"hidden_act": "swish"}, "hidden_act 'swish'"),
+    ({"num_hidden_groups": 5, "num_hidden_layers": 3}, "cannot exceed"),
+    ({"vocab_size": 0}, "vocab_size must be a positive integer"),
+    ({"hidden_dropout_prob": 1.5}, "must be in \\[0, 1\\)"),
+])
+def test_bad_configs_are_rejected_clearly(tmp_path, change, message):
+    data = json.load(open(os.path.join(FIXTURES, "tiny_pretraining", "config.json")))
+    data.update(change)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ConfigError, match=message) as err:
+        AlbertConfig.from_json_file(str(path))
+    assert str(path) in str(err.value)
+
+
+def test_missing_and_invalid_json(tmp_path):
+    with pytest.raises(FileNotFoundError, match="nothing.json"):
+        AlbertConfig.from_json_file(str(tmp_path / "nothing.json"))
+    (tmp_path / "bad.json").write_text("{not json")
+    with pytest.raises(ConfigError, match="not valid JSON"):
+        AlbertConfig.from_json_file(str(tmp_path / "bad.json"))
+    with pytest.raises(ConfigError, match="unknown preset"):
+        AlbertConfig.preset("huge")
+
+
+def tiny_config(**kw):
+    return AlbertConfig(vocab_size=50, embedding_size=8, hidden_size=16, num_hidden_layers=2,
+                        num_attention_heads=2, intermediate_size=24, max_position_embeddings=32, **kw)
+
+
+def test_model_folder_round_trip_for_every_class(tmp_path):
+    model = AlbertForPreTraining(tiny_config())
+    save_model_dir(model, str(tmp_path / "m"))
+    assert sorted(os.listdir(tmp_path / "m")) == ["config.json", "model.ckpt"]
+    backbone = AlbertModel.from_pretrained(str(tmp_path / "m"))
+    original = model.albert.embeddings.word_embeddings.weight.asnumpy()
+    assert np.array_equal(backbone.embeddings.word_embeddings.weight.asnumpy(), original)
+    reloaded = AlbertForPreTraining.from_pretrained(str(tmp_path / "m"))
+    assert np.array_equal(reloaded.predictions.dense.weight.asnumpy(), model.predictions.dense.weight.asnumpy())
+    # A pre-trained folder has no classifier: a clear error, or allowed explicitly for fine-tuning.
+    with pytest.raises(CheckpointError, match="no sequence-classification head"):
+        AlbertForSequenceClassification.from_pretrained(str(tmp_path / "m"))
+    AlbertForSequenceClassification.from_pretrained(str(tmp_path / "m"), allow_missing=("classifier.",))
+
+
+def test_save_is_atomic_and_refuses_to_overwrite(tmp_path):
+    model = AlbertModel(tiny_config())
+    target = str(tmp_path / "m")
+    save_model_dir(model, target)
+    with pytest.raises(FileExistsError, match="already exists"):
+        save_model_dir(model, target)
+
+    def failing_writer(path):
+        raise RuntimeError("disk full")
+
+    with pytest.raises(RuntimeError, match="disk full"):
+        save_model_dir(model, str(tmp_path / "half"), extra_files={"x": failing_writer})
+    assert sorted(os.listdir(tmp_path)) == ["m"]          # no half-written folder, no temp folder
+
+
+def test_shape_mismatch_names_the_tensor(tmp_path):
+    save_model_dir(AlbertModel(tiny_config()), str(tmp_path / "m"))
+    bigger = tiny_config()
+    bigger.intermediate_size = 30
+    with pytest.raises(CheckpointError, match="ffn.weight: checkpoint \\(24, 16\\) vs model \\(30, 16\\)"):
+        AlbertModel.from_pretrained(str(tmp_path / "m"), config=bigger)
+    with pytest.raises(FileNotFoundError, match="model directory not found"):
+        AlbertModel.from_pretrained(str(tmp_path / "nope"))
+    (tmp_path / "m" / "model.ckpt").write_bytes(b"garbage")
+    with pytest.raises(CheckpointError, match="not a readable MindSpore checkpoint"):
+        AlbertModel.from_pretrained(str(tmp_path / "m"))

@@ -1,0 +1,162 @@
+"""train.py and evaluate.py end to end, on small generated data (and on real SST-2 dev)."""
+
+import json
+import os
+import random
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, SST2_DIR
+
+sys.path.insert(0, ROOT)
+import evaluate  # noqa: E402
+import train  # noqa: E402
+
+TINY_MODEL = ["--embedding-size", "16", "--hidden-size", "32", "--layers", "2", "--heads", "2",
+              "--intermediate-size", "48", "--vocab-size", "40", "--max-length", "24", "--quiet"]
+
+POSITIVE = ["good", "great", "fine", "lovely", "superb", "nice"]
+NEGATIVE = ["bad", "awful", "poor", "dull", "boring", "weak"]
+FILLER = ["the", "movie", "film", "plot", "was", "really", "quite", "a", "story", "acting"]
+
+
+def sentiment_tsv(path, n, seed):
+    """Sentences whose label is given by one sentiment word among filler words."""
+    rng = random.Random(seed)
+    with open(path, "w") as f:
+        f.write("sentence\tlabel\n")
+        for _ in range(n):
+            label = rng.randint(0, 1)
+            words = rng.sample(FILLER, 4) + [rng.choice(POSITIVE if label else NEGATIVE)]
+            rng.shuffle(words)
+            f.write(f"{' '.join(words)} .\t{label}\n")
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A tiny model trained for 3 epochs on the generated task (shared by several tests)."""
+    tmp = tmp_path_factory.mktemp("train")
+    train_tsv = sentiment_tsv(tmp / "train.tsv", 640, seed=0)
+    dev_tsv = sentiment_tsv(tmp / "dev.tsv", 120, seed=1)
+    output = str(tmp / "model")
+    state = train.main(["--train", train_tsv, "--dev", dev_tsv, "--output", output, "--epochs", "3",
+                        "--batch-size", "16", "--lr", "2e-3", "--warmup", "0.05", *TINY_MODEL])
+    return {"tmp": tmp, "dev": dev_tsv, "train": train_tsv, "output": output, "state": state}
+
+
+def test_training_writes_a_complete_model_folder(trained):
+    assert sorted(os.listdir(trained["output"])) == ["config.json", "model.ckpt", "spiece.model",
+                                                     "train_metrics.json"]
+    assert os.path.isfile(os.path.join(trained["output"] + ".state", "optimizer.ckpt"))
+    history = trained["state"]["history"]
+    assert [h["epoch"] for h in history] == [1, 2, 3]
+    assert history[-1]["train_loss"] < history[0]["train_loss"]
+    # The task is one word away from trivial: the model must actually learn it.
+    assert trained["state"]["best"] >= 0.9
+
+
+def test_evaluate_reports_the_same_accuracy_as_training(trained, tmp_path, capsys):
+    preds = str(tmp_path / "preds.tsv")
+    metrics = evaluate.main(["--model", trained["output"], "--data", trained["dev"], "--json",
+                             "--output", preds])
+    best = json.load(open(os.path.join(trained["output"], "train_metrics.json")))
+    assert metrics["accuracy"] == pytest.approx(best["dev_accuracy"])
+    assert metrics["examples"] == 120
+    c = metrics["confusion"]
+    assert c["tp"] + c["fp"] + c["fn"] + c["tn"] == 120
+    assert metrics["precision"] == pytest.approx(c["tp"] / max(1, c["tp"] + c["fp"]))
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["accuracy"] == metrics["accuracy"]
+    lines = open(preds).read().splitlines()
+    assert lines[0] == "sentence\tlabel\tprediction\tp_positive" and len(lines) == 121
+
+
+def test_evaluate_table_output(trained, capsys):
+    evaluate.main(["--model", trained["output"], "--data", trained["dev"], "--quiet"])
+    out = capsys.readouterr().out
+    for word in ("accuracy", "f1", "precision", "recall", "label 0", "examples/s"):
+        assert word in out
+
+
+def test_resume_continues_where_it_stopped(trained):
+    tmp = trained["tmp"]
+    output = str(tmp / "resumed")
+    args = ["--train", trained["train"], "--dev", trained["dev"], "--output", output, "--batch-size", "16",
+            "--lr", "2e-3", *TINY_MODEL]
+    first = train.main(args + ["--epochs", "2", "--max-steps", "40"])
+    assert first["step"] == 40 and first["epoch"] == 1
+    resumed = train.main(args + ["--epochs", "2", "--resume"])
+    assert resumed["epoch"] == 2 and resumed["step"] == 80
+    assert [h["epoch"] for h in resumed["history"]] == [1, 2]
+    with pytest.raises(SystemExit, match="exists; pass --force"):
+        train.main(args + ["--epochs", "1"])
+
+
+def test_sop_pretraining_then_fine_tuning(tmp_path):
+    rng = random.Random(0)
+    corpus = tmp_path / "corpus.txt"
+    with open(corpus, "w") as f:
+        for _ in range(60):
+            for i in range(4):
+                f.write(" ".join(rng.sample(FILLER + POSITIVE, 5)) + f" step {i} .\n")
+            f.write("\n")
+    pre = str(tmp_path / "pre")
+    state = train.main(["--task", "sop", "--text", str(corpus), "--output", pre, "--epochs", "1",
+                        "--batch-size", "8", *TINY_MODEL])
+    history = state["history"][0]
+    assert 0.0 <= history["heldout_sop_accuracy"] <= 1.0 and history["train_loss"] > 0
+    from albert_min.modeling import AlbertForPreTraining
+    model = AlbertForPreTraining.from_pretrained(pre)
+    assert model.sop_classifier.classifier.weight.shape == (2, 32)
+    # The pre-trained folder initialises a classifier (its tokenizer and config come along).
+    train_tsv = sentiment_tsv(tmp_path / "train.tsv", 64, seed=3)
+    out = str(tmp_path / "cls")
+    train.main(["--train", train_tsv, "--output", out, "--init", pre, "--epochs", "1", "--batch-size", "16",
+                "--quiet"])
+    assert os.path.isfile(os.path.join(out, "model.ckpt"))
+
+
+def test_evaluate_errors_are_plain(tmp_path, trained):
+    with pytest.raises(SystemExit, match="python train.py --train"):
+        evaluate.main([])
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("sentence\tlabel\ngood film\t1\nno label\n")
+    with pytest.raises(SystemExit, match=f"{bad}:3: expected 2 tab-separated fields"):
+        evaluate.main(["--model", trained["output"], "--data", str(bad)])
+    with pytest.raises(SystemExit, match="model folder not found"):
+        evaluate.main(["--model", str(tmp_path / "missing"), "--data", trained["dev"]])
+
+
+def test_evaluate_cli_as_a_user_runs_it(trained):
+    result = subprocess.run([sys.executable, "evaluate.py", "--model", trained["output"],
+                             "--data", trained["dev"], "--json"], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert 0.0 <= json.loads(result.stdout)["accuracy"] <= 1.0
+    no_model = subprocess.run([sys.executable, "evaluate.py"], cwd=ROOT, capture_output=True, text=True)
+    assert no_model.returncode != 0 and "python -m albert_min.convert" in no_model.stderr
+
+
+SST2_DEV = os.path.join(SST2_DIR, "dev.tsv")
+COMMITTED = os.path.join(ROOT, "weights", "sst2-small")
+
+
+@pytest.mark.skipif(not os.path.isfile(SST2_DEV), reason="needs ../shared/data/sst2/dev.tsv")
+def test_committed_model_reaches_80_percent_on_sst2_dev():
+    """The README's main command: the committed from-scratch model on the real GLUE dev set."""
+    metrics = evaluate.main(["--model", COMMITTED, "--data", SST2_DEV, "--json"])
+    assert metrics["examples"] == 872
+    assert metrics["accuracy"] >= 0.80
+    best = json.load(open(os.path.join(COMMITTED, "train_metrics.json")))
+    assert metrics["accuracy"] == pytest.approx(best["dev_accuracy"], abs=1e-9)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.path.isfile(SST2_DEV), reason="needs ../shared/data/sst2")
+def test_training_from_scratch_on_sst2_reaches_80_percent(tmp_path):
+    """The README's training run, end to end (about 30-40 min on 2 cores)."""
+    state = train.main(["--train", os.path.join(SST2_DIR, "train.tsv"), "--dev", SST2_DEV,
+                        "--output", str(tmp_path / "sst2"), "--quiet"])
+    assert state["best"] >= 0.80
