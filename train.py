@@ -55,13 +55,11 @@ def parse_args(argv=None):
     p.add_argument("--max-grad-norm", type=float, default=1.0)
     p.add_argument("--max-length", type=int, default=64, help="tokens per example incl. [CLS]/[SEP]")
     p.add_argument("--max-steps", type=int, default=None, help="stop after this many steps (smoke runs)")
+    p.add_argument("--eval-every", type=int, default=None, help="also evaluate (and keep the best) every N steps")
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--resume", action="store_true", help="continue from <output>.state")
     p.add_argument("--force", action="store_true", help="overwrite an existing --output")
     p.add_argument("--no-jit", action="store_true", help="run in PyNative mode instead of a compiled graph")
-    p.add_argument("--deterministic", action="store_true",
-                   help="bit-reproducible runs: one CPU kernel thread (MindSpore's CPU dropout masks "
-                        "depend on how its threads split the work)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     args = p.parse_args(argv)
     if args.task == "cls" and not args.train:
@@ -135,16 +133,18 @@ class Trainer:
         print(f"resumed from {self.state_dir}: epoch {self.state['epoch']}, step {self.state['step']}", flush=True)
 
     def run(self, epoch_batches, evaluate):
-        """epoch_batches(epoch) yields tuples of numpy arrays; evaluate() -> (score, metrics dict)."""
+        """epoch_batches(epoch) yields tuples of numpy arrays; evaluate() -> (score, metrics dict).
+
+        Evaluates (and keeps the best model) after every epoch and, with
+        --eval-every N, every N steps; saves the resumable state after every epoch.
+        """
         import mindspore as ms
         from tqdm import tqdm
-        from albert_min.checkpoint import save_model_dir
         from albert_min.training import save_training_state
         args = self.args
         for epoch in range(self.state["epoch"], args.epochs):
             if self.state["step"] >= self.total_steps:
                 break
-            ms.set_seed(args.seed + epoch)   # dropout masks differ per epoch, yet reproducibly
             self.model.set_train(True)
             losses, start = [], time.perf_counter()
             bar = tqdm(total=min(self.steps_per_epoch, self.total_steps - self.state["step"]),
@@ -159,27 +159,34 @@ class Trainer:
                 self.state["step"] += 1
                 bar.update(1)
                 bar.set_postfix(loss=f"{np.mean(losses[-50:]):.4f}")
+                mid_epoch = len(losses) < self.steps_per_epoch
+                if args.eval_every and self.state["step"] % args.eval_every == 0 and mid_epoch:
+                    self.evaluate_and_keep_best(evaluate, epoch + len(losses) / self.steps_per_epoch, losses, start)
+                    self.model.set_train(True)
             bar.close()
-            seconds = time.perf_counter() - start
-            self.model.set_train(False)
-            score, metrics = evaluate()
-            record = {"epoch": epoch + 1, "step": self.state["step"], "max_length": args.max_length,
-                      "train_loss": float(np.mean(losses)),
-                      "steps_per_s": len(losses) / seconds, **metrics}
-            self.state["history"].append(record)
-            print(json.dumps(record), flush=True)
+            self.evaluate_and_keep_best(evaluate, epoch + 1, losses, start)
             self.state["epoch"] = epoch + 1
-            if self.state["best"] is None or score >= self.state["best"]:
-                self.state["best"] = score
-                save_model_dir(self.model, args.output, spiece_model=self.spiece_path, overwrite=True,
-                               extra_files={"train_metrics.json": lambda path: write_json(path, record)})
-                print(f"saved {args.output} (score {score:.4f})", flush=True)
             save_training_state(self.state_dir, self.model, self.optimizer, self.state)
         return self.state
 
+    def evaluate_and_keep_best(self, evaluate, epoch, losses, start):
+        """Evaluate, log a record, and save the model folder if this is the best score so far."""
+        from albert_min.checkpoint import save_model_dir
+        seconds = time.perf_counter() - start
+        self.model.set_train(False)
+        score, metrics = evaluate()
+        record = {"epoch": round(epoch, 2), "step": self.state["step"], "max_length": self.args.max_length,
+                  "train_loss": float(np.mean(losses)), "steps_per_s": len(losses) / seconds, **metrics}
+        self.state["history"].append(record)
+        print(json.dumps(record), flush=True)
+        if self.state["best"] is None or score >= self.state["best"]:
+            self.state["best"] = score
+            save_model_dir(self.model, self.args.output, spiece_model=self.spiece_path, overwrite=True,
+                           extra_files={"train_metrics.json": lambda path: write_json(path, record)})
+            print(f"saved {self.args.output} (score {score:.4f})", flush=True)
+
 
 def run_classification(args, workdir):
-    import mindspore as ms
     from albert_min.classify import predict, binary_metrics
     from albert_min.data import read_tsv, check_labels, encode_all, train_batches, pad_batch
     from albert_min.modeling import AlbertForSequenceClassification, count_parameters
@@ -286,7 +293,7 @@ def main(argv=None):
     import mindspore as ms
     ms.set_device("CPU")
     from albert_min.training import seed_everything, set_cpu_threads
-    set_cpu_threads(1 if args.deterministic else None)
+    set_cpu_threads()   # one kernel thread: same seed, same run (see its docstring)
     seed_everything(args.seed)
     with tempfile.TemporaryDirectory() as workdir:
         runner = run_classification if args.task == "cls" else run_sop

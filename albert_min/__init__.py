@@ -1,0 +1,20 @@
+"""albert_min: a minimal, readable ALBERT in pure MindSpore.
+
+    from albert_min import AlbertConfig, AlbertForSequenceClassification
+    model = AlbertForSequenceClassification.from_pretrained("weights/sst2-small")
+
+The modules read top to bottom: config -> modeling -> checkpoint/convert -> data -> training.
+MindSpore is imported by ``modeling``; ``config`` and the converter's readers need only numpy.
+"""
+
+from .config import AlbertConfig, ConfigError
+
+__all__ = ["AlbertConfig", "ConfigError", "AlbertModel", "AlbertForPreTraining", "AlbertForSequenceClassification"]
+
+
+def __getattr__(name):
+    # The model classes import MindSpore (seconds); load them only when asked for.
+    if name in ("AlbertModel", "AlbertForPreTraining", "AlbertForSequenceClassification"):
+        from . import modeling
+        return getattr(modeling, name)
+    raise AttributeError(f"module 'albert_min' has no attribute {name!r}")

@@ -46,6 +46,9 @@ def atomic_directory(target, overwrite=False):
     parent = os.path.dirname(target)
     os.makedirs(parent, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(target)}.tmp-", dir=parent)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o777 & ~umask)   # mkdtemp makes it private; the result is an ordinary folder
     try:
         yield tmp
         if os.path.exists(target):

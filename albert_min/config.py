@@ -9,7 +9,6 @@ bookkeeping keys that HF writes and that do not change the model.
 import dataclasses
 import json
 import os
-from typing import Optional
 
 ACTIVATIONS = ("gelu", "gelu_new", "relu", "tanh")
 
@@ -103,16 +102,7 @@ class AlbertConfig:
 
     @classmethod
     def from_json_file(cls, path: str) -> "AlbertConfig":
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"config file not found: {path}")
-        with open(path, encoding="utf-8") as f:
-            try:
-                data = json.load(f)
-            except json.JSONDecodeError as err:
-                raise ConfigError(f"{path}: not valid JSON ({err})") from None
-        if not isinstance(data, dict):
-            raise ConfigError(f"{path}: expected a JSON object")
-        return cls.from_dict(data, source=path)
+        return cls.from_dict(read_json_object(path), source=path)
 
     def to_dict(self) -> dict:
         data = dataclasses.asdict(self)
@@ -150,7 +140,21 @@ PRESETS = {
 }
 
 
-def load_config(path_or_dir: str) -> Optional[AlbertConfig]:
+def read_json_object(path: str) -> dict:
+    """A JSON file that must hold an object, with errors that name the file."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"config file not found: {path}")
+    with open(path, encoding="utf-8") as f:
+        try:
+            data = json.load(f)
+        except json.JSONDecodeError as err:
+            raise ConfigError(f"{path}: not valid JSON ({err})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a JSON object")
+    return data
+
+
+def load_config(path_or_dir: str) -> AlbertConfig:
     """Load ``config.json`` from a file path or a model directory."""
     path = os.path.join(path_or_dir, "config.json") if os.path.isdir(path_or_dir) else path_or_dir
     return AlbertConfig.from_json_file(path)

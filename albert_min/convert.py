@@ -42,7 +42,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .config import AlbertConfig, ConfigError
+from .config import AlbertConfig, ConfigError, read_json_object
 
 
 class ConversionError(ValueError):
@@ -731,15 +731,7 @@ def load_source_config(path, tf_source):
     Google's ``albert_config.json`` has no ``model_type`` and its ``"gelu"`` is the
     tanh approximation (HF's ``gelu_new``); an HF ``config.json`` means what it says.
     """
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"config file not found: {path}")
-    with open(path, encoding="utf-8") as f:
-        try:
-            data = json.load(f)
-        except json.JSONDecodeError as err:
-            raise ConfigError(f"{path}: not valid JSON ({err})") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a JSON object")
+    data = read_json_object(path)
     if tf_source and "model_type" not in data and data.get("hidden_act") == "gelu":
         data["hidden_act"] = "gelu_new"
     if data.get("net_structure_type", 0) or data.get("layers_to_keep"):

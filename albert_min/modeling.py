@@ -23,7 +23,7 @@ import os
 
 import numpy as np
 import mindspore as ms
-from mindspore import nn, ops, Parameter, Tensor
+from mindspore import nn, ops, Parameter
 from mindspore.common.initializer import initializer, TruncatedNormal
 
 from .config import AlbertConfig, load_config

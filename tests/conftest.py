@@ -15,8 +15,8 @@ ms.set_device("CPU")
 
 from albert_min.training import set_cpu_threads  # noqa: E402
 
-# One kernel thread: MindSpore's CPU dropout masks depend on how threads split
-# the work, and the training tests should give the same numbers every run.
+# One kernel thread, as train.py and evaluate.py use: MindSpore's CPU dropout
+# masks depend on how threads split the work; the tests want the same numbers every run.
 set_cpu_threads(1)
 
 

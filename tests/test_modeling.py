@@ -1,6 +1,5 @@
 """Each layer of our MindSpore ALBERT against the transformers reference (fixtures/reference.npz)."""
 
-import json
 import os
 
 import numpy as np

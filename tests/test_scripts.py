@@ -58,6 +58,16 @@ def test_training_writes_a_complete_model_folder(trained):
     assert trained["state"]["best"] >= 0.9
 
 
+def test_same_seed_same_run(trained):
+    """Seeds fix the tokenizer, the initial weights, the batch order and the dropout masks."""
+    again = train.main(["--train", trained["train"], "--dev", trained["dev"], "--output",
+                        str(trained["tmp"] / "again"), "--epochs", "3", "--batch-size", "16", "--lr", "2e-3",
+                        "--warmup", "0.05", *TINY_MODEL])
+    keys = ("train_loss", "dev_accuracy")
+    assert [[h[k] for k in keys] for h in again["history"]] == \
+        [[h[k] for k in keys] for h in trained["state"]["history"]]
+
+
 def test_evaluate_reports_the_same_accuracy_as_training(trained, tmp_path, capsys):
     preds = str(tmp_path / "preds.tsv")
     metrics = evaluate.main(["--model", trained["output"], "--data", trained["dev"], "--json",
@@ -93,6 +103,18 @@ def test_resume_continues_where_it_stopped(trained):
     assert [h["epoch"] for h in resumed["history"]] == [1, 2]
     with pytest.raises(SystemExit, match="exists; pass --force"):
         train.main(args + ["--epochs", "1"])
+
+
+def test_eval_every_keeps_the_best_mid_epoch_model(trained):
+    output = str(trained["tmp"] / "eval_every")
+    state = train.main(["--train", trained["train"], "--dev", trained["dev"], "--output", output,
+                        "--batch-size", "16", "--lr", "2e-3", "--epochs", "1", "--eval-every", "15", *TINY_MODEL])
+    assert [h["step"] for h in state["history"]] == [15, 30, 40]
+    best = max(h["dev_accuracy"] for h in state["history"])
+    assert state["best"] == best
+    saved = json.load(open(os.path.join(output, "train_metrics.json")))
+    assert saved["dev_accuracy"] == best and saved["step"] == [h["step"] for h in state["history"]
+                                                               if h["dev_accuracy"] == best][-1]
 
 
 def test_sop_pretraining_then_fine_tuning(tmp_path):
@@ -137,6 +159,25 @@ def test_evaluate_cli_as_a_user_runs_it(trained):
     assert 0.0 <= json.loads(result.stdout)["accuracy"] <= 1.0
     no_model = subprocess.run([sys.executable, "evaluate.py"], cwd=ROOT, capture_output=True, text=True)
     assert no_model.returncode != 0 and "python -m albert_min.convert" in no_model.stderr
+
+
+def test_converted_public_checkpoint_goes_through_evaluate_unchanged(tmp_path):
+    """A HF classifier folder (pytorch_model.bin + config.json + spiece.model), converted
+    with the CLI, then evaluated with evaluate.py: its probabilities are the reference's."""
+    import numpy as np
+    from conftest import FIXTURES
+    source = os.path.join(FIXTURES, "tiny_sst2_hf")
+    converted = str(tmp_path / "converted")
+    result = subprocess.run([sys.executable, "-m", "albert_min.convert", source, converted],
+                            cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    preds = str(tmp_path / "preds.tsv")
+    metrics = evaluate.main(["--model", converted, "--data", os.path.join(source, "dev64.tsv"),
+                             "--output", preds, "--json"])
+    assert metrics["examples"] == 64
+    p_positive = np.array([float(line.split("\t")[3]) for line in open(preds).read().splitlines()[1:]])
+    reference = np.load(os.path.join(source, "reference_probs.npy"))[:, 1]
+    assert np.abs(p_positive - reference).max() <= 1e-5
 
 
 SST2_DEV = os.path.join(SST2_DIR, "dev.tsv")
