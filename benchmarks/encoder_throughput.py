@@ -106,7 +106,7 @@ def reference_model(config, cls=None):
     import torch
     import transformers
     hf_config = transformers.AlbertConfig(**{k: v for k, v in config.to_dict().items()
-                                             if k not in ("model_type", "id2label")},
+                                             if k not in ("model_type", "id2label", "num_labels")},
                                           num_labels=config.num_labels)
     hf_config._attn_implementation = "eager"
     return (cls or transformers.AlbertModel)(hf_config), torch
