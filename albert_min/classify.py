@@ -1,6 +1,7 @@
 """Sentence classification in eval mode, and the metrics the paper reports."""
 
 import time
+import weakref
 
 import numpy as np
 import mindspore as ms
@@ -9,13 +10,21 @@ from tqdm import tqdm
 from .data import encode_all, eval_batches, pad_batch
 
 
+_GRAPHS = weakref.WeakKeyDictionary()
+
+
 def compiled(cell, use_jit=True):
     """The cell's forward as a MindSpore graph (``mindspore.jit``) or plain PyNative.
 
     Graph mode compiles once per distinct input shape, which is why batches
-    are padded to a multiple of 8 tokens.
+    are padded to a multiple of 8 tokens. The graph is kept per cell, so
+    train.py's repeated dev evaluations do not compile it again.
     """
-    return ms.jit(cell.construct) if use_jit else cell
+    if not use_jit:
+        return cell
+    if cell not in _GRAPHS:
+        _GRAPHS[cell] = ms.jit(cell.construct)
+    return _GRAPHS[cell]
 
 
 def predict(model, tokenizer, sentences, batch_size=64, max_length=128, use_jit=True, progress=True):
