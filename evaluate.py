@@ -58,9 +58,10 @@ def format_report(metrics, model_dir, data_path, speed):
 
 
 def training_max_length(model_dir, default=128):
-    """The truncation length train.py used for this model (train_metrics.json), so the
-    dev score here is the one training reported."""
-    path = os.path.join(model_dir, "train_metrics.json")
+    """The truncation length train.py used for this model (its train_metrics.json), so
+    the dev score here is the one training reported."""
+    from albert_min.checkpoint import TRAIN_METRICS_FILE
+    path = os.path.join(model_dir, TRAIN_METRICS_FILE)
     if os.path.isfile(path):
         with open(path) as f:
             return int(json.load(f).get("max_length", default))

@@ -171,7 +171,7 @@ class Trainer:
 
     def evaluate_and_keep_best(self, evaluate, epoch, losses, start):
         """Evaluate, log a record, and save the model folder if this is the best score so far."""
-        from albert_min.checkpoint import save_model_dir
+        from albert_min.checkpoint import TRAIN_METRICS_FILE, save_model_dir
         seconds = time.perf_counter() - start
         self.model.set_train(False)
         score, metrics = evaluate()
@@ -182,7 +182,7 @@ class Trainer:
         if self.state["best"] is None or score >= self.state["best"]:
             self.state["best"] = score
             save_model_dir(self.model, self.args.output, spiece_model=self.spiece_path, overwrite=True,
-                           extra_files={"train_metrics.json": lambda path: write_json(path, record)})
+                           extra_files={TRAIN_METRICS_FILE: lambda path: write_json(path, record)})
             print(f"saved {self.args.output} (score {score:.4f})", flush=True)
 
 

@@ -21,6 +21,7 @@ import mindspore as ms
 CHECKPOINT_FILE = "model.ckpt"
 CONFIG_FILE = "config.json"
 SPIECE_FILE = "spiece.model"
+TRAIN_METRICS_FILE = "train_metrics.json"   # written by train.py beside the best model
 BACKBONE_PREFIX = "albert."
 
 

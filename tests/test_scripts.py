@@ -42,9 +42,10 @@ def trained(tmp_path_factory):
     train_tsv = sentiment_tsv(tmp / "train.tsv", 640, seed=0)
     dev_tsv = sentiment_tsv(tmp / "dev.tsv", 120, seed=1)
     output = str(tmp / "model")
-    state = train.main(["--train", train_tsv, "--dev", dev_tsv, "--output", output, "--epochs", "3",
-                        "--batch-size", "16", "--lr", "2e-3", "--warmup", "0.05", *TINY_MODEL])
-    return {"tmp": tmp, "dev": dev_tsv, "train": train_tsv, "output": output, "state": state}
+    args = ["--train", train_tsv, "--dev", dev_tsv, "--epochs", "3", "--batch-size", "16", "--lr", "2e-3",
+            "--warmup", "0.05", *TINY_MODEL]
+    state = train.main(args + ["--output", output])
+    return {"tmp": tmp, "dev": dev_tsv, "train": train_tsv, "output": output, "state": state, "args": args}
 
 
 def test_training_writes_a_complete_model_folder(trained):
@@ -60,9 +61,7 @@ def test_training_writes_a_complete_model_folder(trained):
 
 def test_same_seed_same_run(trained):
     """Seeds fix the tokenizer, the initial weights, the batch order and the dropout masks."""
-    again = train.main(["--train", trained["train"], "--dev", trained["dev"], "--output",
-                        str(trained["tmp"] / "again"), "--epochs", "3", "--batch-size", "16", "--lr", "2e-3",
-                        "--warmup", "0.05", *TINY_MODEL])
+    again = train.main(trained["args"] + ["--output", str(trained["tmp"] / "again")])
     keys = ("train_loss", "dev_accuracy")
     assert [[h[k] for k in keys] for h in again["history"]] == \
         [[h[k] for k in keys] for h in trained["state"]["history"]]
