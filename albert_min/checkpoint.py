@@ -17,6 +17,7 @@ import tempfile
 
 import numpy as np
 import mindspore as ms
+from .errors import AlbertMinError
 
 CHECKPOINT_FILE = "model.ckpt"
 CONFIG_FILE = "config.json"
@@ -25,7 +26,7 @@ TRAIN_METRICS_FILE = "train_metrics.json"   # written by train.py beside the bes
 BACKBONE_PREFIX = "albert."
 
 
-class CheckpointError(ValueError):
+class CheckpointError(AlbertMinError):
     """A checkpoint that does not fit the model: missing, extra or mis-shaped tensors."""
 
 
@@ -36,12 +37,19 @@ def full_name(model, name):
 
 
 @contextlib.contextmanager
-def atomic_directory(target, overwrite=False):
+def atomic_directory(target, overwrite=False, protect=()):
     """Yield a temporary folder; on success it replaces ``target`` in one rename.
 
     On any exception the temporary folder is removed and ``target`` is untouched.
+    ``protect``: paths (e.g. the conversion source) that ``target`` must neither
+    be nor contain.
     """
     target = os.path.abspath(target)
+    for path in protect:
+        path = os.path.realpath(path)
+        real = os.path.realpath(target)
+        if path == real or path.startswith(real.rstrip(os.sep) + os.sep):
+            raise CheckpointError(f"{target}: refusing to write here, it is or contains {path}")
     if os.path.exists(target) and not overwrite:
         raise FileExistsError(f"{target} already exists (pass overwrite / --force to replace it)")
     parent = os.path.dirname(target)

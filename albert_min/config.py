@@ -9,6 +9,7 @@ bookkeeping keys that HF writes and that do not change the model.
 import dataclasses
 import json
 import os
+from .errors import AlbertMinError
 
 ACTIVATIONS = ("gelu", "gelu_new", "relu", "tanh")
 
@@ -24,7 +25,7 @@ _IGNORED_HF_KEYS = {
 }
 
 
-class ConfigError(ValueError):
+class ConfigError(AlbertMinError):
     """A config file or value that cannot describe an ALBERT model."""
 
 

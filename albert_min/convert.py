@@ -43,9 +43,10 @@ from collections import OrderedDict
 import numpy as np
 
 from .config import AlbertConfig, ConfigError, read_json_object
+from .errors import AlbertMinError
 
 
-class ConversionError(ValueError):
+class ConversionError(AlbertMinError):
     """A source checkpoint that is unreadable, corrupt, or does not fit the model."""
 
 

@@ -9,9 +9,10 @@ import os
 import random
 
 import numpy as np
+from .errors import AlbertMinError
 
 
-class DataError(ValueError):
+class DataError(AlbertMinError):
     """A data file that cannot be read as asked, with the file and line number."""
 
 

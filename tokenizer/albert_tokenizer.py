@@ -28,11 +28,12 @@ import re
 import unicodedata
 
 import numpy as np
+from albert_min.errors import AlbertMinError
 
 SPIECE_UNDERLINE = "\u2581"
 
 
-class TokenizerError(ValueError):
+class TokenizerError(AlbertMinError):
     """Bad tokenizer input or a SentencePiece model without ALBERT's special pieces."""
 
 
