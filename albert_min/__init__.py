@@ -9,12 +9,14 @@ MindSpore is imported by ``modeling``; ``config`` and the converter's readers ne
 
 from .config import AlbertConfig, ConfigError
 
-__all__ = ["AlbertConfig", "ConfigError", "AlbertModel", "AlbertForPreTraining", "AlbertForSequenceClassification"]
+_MODEL_CLASSES = ("AlbertModel", "AlbertForPreTraining", "AlbertForSequenceClassification", "AlbertForMaskedLM",
+                  "AlbertForQuestionAnswering", "AlbertForTokenClassification", "AlbertForMultipleChoice")
+__all__ = ["AlbertConfig", "ConfigError", *_MODEL_CLASSES]
 
 
 def __getattr__(name):
     # The model classes import MindSpore (seconds); load them only when asked for.
-    if name in ("AlbertModel", "AlbertForPreTraining", "AlbertForSequenceClassification"):
+    if name in _MODEL_CLASSES:
         from . import modeling
         return getattr(modeling, name)
     raise AttributeError(f"module 'albert_min' has no attribute {name!r}")

@@ -24,6 +24,9 @@ CONFIG_FILE = "config.json"
 SPIECE_FILE = "spiece.model"
 TRAIN_METRICS_FILE = "train_metrics.json"   # written by train.py beside the best model
 BACKBONE_PREFIX = "albert."
+# The parts a checkpoint may lack (a published checkpoint holds only the heads it was trained with).
+MODEL_PARTS = {"predictions.": "MLM head", "sop_classifier.": "SOP head", "classifier.": "classifier head",
+               "qa_outputs.": "question-answering head", "albert.pooler.": "pooler"}
 
 
 class CheckpointError(AlbertMinError):
@@ -130,8 +133,13 @@ def load_arrays(model, arrays: dict, source: str, allow_missing=()):
     if missing:
         hint = ""
         if all(n.startswith("classifier.") for n in missing):
-            hint = (" (this folder has no sequence-classification head: it is a pre-trained backbone; "
+            hint = (" (this folder has no classification head: it is a pre-trained backbone; "
                     "fine-tune it with train.py --init first)")
+        parts = sorted({f"{label} ({prefix}*)" for n in missing for prefix, label in MODEL_PARTS.items()
+                        if n.startswith(prefix)})
+        if parts:
+            raise CheckpointError(f"{source}: {type(model).__name__} needs the {' and the '.join(parts)}, "
+                                  f"which this folder does not have: missing tensors {missing}{hint}")
         raise CheckpointError(f"{source}: missing tensors {missing}{hint}")
 
 

@@ -7,11 +7,13 @@ bookkeeping keys that HF writes and that do not change the model.
 """
 
 import dataclasses
+import difflib
 import json
 import os
 from .errors import AlbertMinError
 
 ACTIVATIONS = ("gelu", "gelu_new", "relu", "tanh")
+GROUP_MAPPINGS = ("hf", "google")     # see modeling.loop_group
 
 # Keys HF writes into config.json that say nothing about the network itself.
 _IGNORED_HF_KEYS = {
@@ -22,6 +24,25 @@ _IGNORED_HF_KEYS = {
     "initializer_range", "classifier_dropout_prob", "classifier_dropout",
     "tie_word_embeddings", "_name_or_path", "use_cache", "return_dict",
     "output_hidden_states", "output_attentions", "is_decoder", "add_cross_attention",
+}
+# Every attribute that a version of transformers' generic PretrainedConfig (2.x to 5.x)
+# wrote into each config.json: run-time switches, generation defaults, tokenizer and
+# bookkeeping fields. Early fine-tuned ALBERT checkpoints carry them all; none changes the network.
+_IGNORED_HF_KEYS |= {
+    # 2.x
+    "torchscript", "use_bfloat16", "pruned_heads", "max_length", "do_sample", "num_beams", "temperature",
+    "top_k", "top_p", "repetition_penalty", "eos_token_ids", "length_penalty", "num_return_sequences",
+    "xla_device",
+    # 3.x and 4.x
+    "chunk_size_feed_forward", "is_encoder_decoder", "cross_attention_hidden_size", "tie_encoder_decoder",
+    "min_length", "early_stopping", "num_beam_groups", "diversity_penalty", "no_repeat_ngram_size",
+    "encoder_no_repeat_ngram_size", "bad_words_ids", "output_scores", "return_dict_in_generate",
+    "forced_bos_token_id", "forced_eos_token_id", "remove_invalid_values", "exponential_decay_length_penalty",
+    "suppress_tokens", "begin_suppress_tokens", "typical_p", "tokenizer_class", "prefix", "sep_token_id",
+    "decoder_start_token_id", "task_specific_params", "gradient_checkpointing", "tf_legacy_loss",
+    "_commit_hash", "_attn_implementation_autoset", "attn_implementation", "name_or_path",
+    # 5.x
+    "experts_implementation",
 }
 
 
@@ -48,6 +69,7 @@ class AlbertConfig:
     initializer_range: float = 0.02
     classifier_dropout_prob: float = 0.1
     num_labels: int = 2
+    group_mapping: str = "hf"            # loop -> group formula of the checkpoint's origin: "hf" or "google"
 
     def __post_init__(self):
         self.validate()
@@ -78,6 +100,8 @@ class AlbertConfig:
                 raise ConfigError(f"{name} must be in [0, 1), got {value!r}")
         if self.layer_norm_eps <= 0:
             raise ConfigError(f"layer_norm_eps must be > 0, got {self.layer_norm_eps!r}")
+        if self.group_mapping not in GROUP_MAPPINGS:
+            raise ConfigError(f"group_mapping {self.group_mapping!r} is not one of {GROUP_MAPPINGS}")
 
     @property
     def head_size(self) -> int:
@@ -89,7 +113,13 @@ class AlbertConfig:
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(k for k in data if k not in known and k not in _IGNORED_HF_KEYS)
         if unknown:
-            raise ConfigError(f"{source}: unknown config keys {unknown}; known keys are {sorted(known)}")
+            hints = [f"{close[0]!r} for {k!r}" for k in unknown   # a misspelt field must not fall back silently
+                     for close in [difflib.get_close_matches(k, known | _IGNORED_HF_KEYS, n=1, cutoff=0.75)] if close]
+            hint = f" (did you mean {', '.join(hints)}?)" if hints else ""
+            raise ConfigError(f"{source}: unknown config keys {unknown}{hint}; known keys are {sorted(known)}")
+        if data.get("position_embedding_type", "absolute") != "absolute":
+            raise ConfigError(f"{source}: position_embedding_type {data['position_embedding_type']!r} is not "
+                              "supported (ALBERT uses 'absolute' position embeddings)")
         values = {k: v for k, v in data.items() if k in known}
         # HF stores the label count only implicitly, through id2label.
         if "num_labels" not in values and isinstance(data.get("id2label"), dict):
@@ -107,6 +137,8 @@ class AlbertConfig:
 
     def to_dict(self) -> dict:
         data = dataclasses.asdict(self)
+        if data["group_mapping"] == "hf":      # albert_min's own field: written only when it matters
+            del data["group_mapping"]
         data["model_type"] = "albert"
         data["id2label"] = {str(i): f"LABEL_{i}" for i in range(self.num_labels)}
         return data

@@ -727,23 +727,33 @@ def find_config(weights_path, fmt):
 
 
 def load_source_config(path, tf_source):
-    """(AlbertConfig, whether the file fixes num_labels) from an HF or Google config file.
+    """(AlbertConfig, whether the file fixes num_labels, its ``architectures`` list) from an HF or Google config.
 
     Google's ``albert_config.json`` has no ``model_type`` and its ``"gelu"`` is the
     tanh approximation (HF's ``gelu_new``); an HF ``config.json`` means what it says.
+    A TF checkpoint was trained with Google's loop -> group formula, so its config
+    gets ``group_mapping="google"`` (see ``modeling.loop_group``).
     """
     data = read_json_object(path)
     if tf_source and "model_type" not in data and data.get("hidden_act") == "gelu":
         data["hidden_act"] = "gelu_new"
+    if tf_source:
+        data["group_mapping"] = "google"
     if data.get("net_structure_type", 0) or data.get("layers_to_keep"):
         raise ConfigError(f"{path}: net_structure_type / layers_to_keep variants are not supported")
     labels_given = "num_labels" in data or isinstance(data.get("id2label"), dict)
-    return AlbertConfig.from_dict(data, source=path), labels_given
+    architectures = data.get("architectures") if isinstance(data.get("architectures"), list) else []
+    return AlbertConfig.from_dict(data, source=path), labels_given, architectures
 
 
 # ==================================================================== convert
-HEADS = {"mlm": "predictions.", "sop": "sop_classifier.", "classifier": "classifier."}
-OPTIONAL_HEADS = ("predictions.", "sop_classifier.")
+# A checkpoint is converted by what it holds: the backbone, plus whichever heads are there.
+HEADS = {"mlm": "predictions.", "sop": "sop_classifier.", "classifier": "classifier.", "qa": "qa_outputs."}
+OPTIONAL_HEADS = ("predictions.", "sop_classifier.")     # a partial MLM/SOP head: --allow-missing-heads
+POOLER = "albert.pooler."
+PROJECTION = "albert.encoder.embedding_hidden_mapping_in."
+# `classifier.*` is the same tensor pair for three HF classes; config.json's "architectures" says which.
+CLASSIFIER_CLASSES = ("AlbertForSequenceClassification", "AlbertForTokenClassification", "AlbertForMultipleChoice")
 SPIECE_NAMES = ("spiece.model", "30k-clean.model")
 READERS = {"pytorch": read_pytorch_bin, "safetensors": read_safetensors, "tf": read_tf_checkpoint}
 
@@ -766,25 +776,65 @@ def find_weights(src):
     raise FileNotFoundError(f"no such file or folder: {src}")
 
 
-def model_classes(heads):
-    """The model classes whose parameters the converted tensors must match."""
-    from .modeling import AlbertForPreTraining, AlbertForSequenceClassification, AlbertModel
-    classes = []
-    if {"mlm", "sop"} & set(heads):
-        classes.append(AlbertForPreTraining)
+def classifier_class(architectures):
+    """Which class a ``classifier.*`` head belongs to: config.json's "architectures", else sequence classification."""
+    return next((a for a in architectures if a in CLASSIFIER_CLASSES), "AlbertForSequenceClassification")
+
+
+def model_classes(heads, architectures=()):
+    """The model classes that can load a checkpoint with these heads (AlbertModel if it has none)."""
+    from . import modeling
+    names = []
+    if "sop" in heads:
+        names.append("AlbertForPreTraining")
+    elif "mlm" in heads:
+        names.append("AlbertForMaskedLM")          # the published albert-*-v2 checkpoints
     if "classifier" in heads:
-        classes.append(AlbertForSequenceClassification)
-    return classes or [AlbertModel]
+        names.append(classifier_class(architectures))
+    if "qa" in heads:
+        names.append("AlbertForQuestionAnswering")
+    return [getattr(modeling, n) for n in names or ["AlbertModel"]]
 
 
-def expected_shapes(config, classes):
-    """{our name: shape} of every parameter of the given model classes, built from ``config``."""
+def expected_shapes(config, classes, with_pooler=True):
+    """{our name: shape} of every parameter of the given model classes, built from ``config``.
+
+    ``with_pooler``: the checkpoint has a pooler, so it has a place even when none of the classes uses it.
+    """
     from .checkpoint import full_name
+    from .modeling import AlbertModel
     shapes = {}
-    for cls in classes:
+    for cls in list(classes) + ([AlbertModel] if with_pooler else []):
         model = cls(config)
         shapes.update({full_name(model, p.name): tuple(p.shape) for p in model.get_parameters()})
     return shapes
+
+
+def add_identity_projection(mapped, source, config):
+    """Google builds ``embedding_hidden_mapping_in`` only when E != H; with E == H its
+    embeddings go into the encoder as they are. An identity matrix and a zero bias
+    compute exactly that (x @ I + 0 == x bit for bit), so the HF-shaped model runs
+    unchanged. Returns the names it added."""
+    if config.embedding_size != config.hidden_size or any(n.startswith(PROJECTION) for n in mapped):
+        return []
+    mapped[PROJECTION + "weight"] = np.eye(config.hidden_size, dtype=np.float32)
+    mapped[PROJECTION + "bias"] = np.zeros(config.hidden_size, np.float32)
+    source[PROJECTION + "weight"] = source[PROJECTION + "bias"] = "(identity: Google has no projection when E == H)"
+    return [PROJECTION + "weight", PROJECTION + "bias"]
+
+
+def check_google_groups(mapped, config, weights_path):
+    """Google's formula int(i / L * G) skips a group for some shapes (e.g. L = G = 22 never runs
+    group 15), and TF then creates no variables for it: name that instead of "missing tensors"."""
+    from .modeling import loop_group
+    L, G = config.num_hidden_layers, config.num_hidden_groups
+    unused = sorted(set(range(G)) - {loop_group(i, L, G, "google") for i in range(L)})
+    prefix = "albert.encoder.albert_layer_groups.{}."
+    absent = [g for g in unused if not any(n.startswith(prefix.format(g)) for n in mapped)]
+    if absent:
+        raise ConversionError(f"{weights_path}: with L={L}, G={G} Google's loop -> group formula never runs "
+                              f"group(s) {absent}, so the checkpoint has no weights for them; "
+                              "such a model cannot be built with num_hidden_groups groups")
 
 
 def _listing(names, limit=8):
@@ -847,12 +897,18 @@ def convert(src, dst, config_path=None, allow_missing_heads=False, force=False) 
         raise ConversionError(f"{weights_path}: {err}") from None
     del arrays                                    # frees what was dropped (optimizer slots...)
     config_path = config_path or find_config(weights_path, fmt)
-    config, labels_given = load_source_config(config_path, fmt == "tf")
+    config, labels_given, architectures = load_source_config(config_path, fmt == "tf")
     heads = [h for h, prefix in HEADS.items() if any(n.startswith(prefix) for n in mapped)]
-    if "classifier" in heads:
+    classes = model_classes(heads, architectures)
+    if "classifier" in heads and classifier_class(architectures) != "AlbertForMultipleChoice":
         config = _with_num_labels(config, labels_given, mapped, config_path)
-    classes = model_classes(heads)
-    check_tensors(mapped, source, unknown, expected_shapes(config, classes), allow_missing_heads, weights_path)
+    synthesised = []
+    if fmt == "tf":
+        synthesised = add_identity_projection(mapped, source, config)
+        check_google_groups(mapped, config, weights_path)
+    has_pooler = any(n.startswith(POOLER) for n in mapped)
+    check_tensors(mapped, source, unknown, expected_shapes(config, classes, has_pooler),
+                  allow_missing_heads, weights_path)
 
     from .checkpoint import CHECKPOINT_FILE, CONFIG_FILE, SPIECE_FILE, atomic_directory, write_checkpoint
     arrays = {n: np.ascontiguousarray(a, dtype=np.float32) for n, a in mapped.items()}
@@ -864,8 +920,8 @@ def convert(src, dst, config_path=None, allow_missing_heads=False, force=False) 
         if spiece:
             shutil.copyfile(spiece, os.path.join(tmp, SPIECE_FILE))
     return {"source": weights_path, "format": fmt, "config": config_path, "dst": dst,
-            "tensors": len(arrays), "dropped": dropped, "heads": heads,
-            "classes": [c.__name__ for c in classes],
+            "tensors": len(arrays), "dropped": dropped, "heads": heads, "pooler": has_pooler,
+            "synthesised": synthesised, "classes": [c.__name__ for c in classes],
             "num_labels": config.num_labels if "classifier" in heads else None,
             "parameters": sum(a.size for a in arrays.values()), "spiece": spiece,
             "model_config": config}
@@ -884,8 +940,14 @@ def summary(report) -> str:
         f"  tensors:    {report['tensors']} converted, {len(dropped)} dropped"
         + (f" ({_listing(dropped, 4)})" if dropped else ""),
         f"  heads:      {', '.join(report['heads']) or 'none (backbone only)'}"
-        + (f"  num_labels={report['num_labels']}" if report["num_labels"] else ""),
+        + (f"  num_labels={report['num_labels']}" if report["num_labels"] else "")
+        + f"  (not in the checkpoint: {', '.join(h for h in HEADS if h not in report['heads']) or '-'}"
+        + ("" if report["pooler"] else ", pooler") + ")",
         f"  load with:  {', '.join(report['classes'])}.from_pretrained({report['dst']!r})",
+        *([f"  added:      {_listing(report['synthesised'])} (exact identity: Google has no E -> H "
+           "projection when embedding_size == hidden_size)"] if report["synthesised"] else []),
+        *([f"  groups:     Google's loop -> group formula (config.json: group_mapping=\"google\")"]
+          if c.group_mapping == "google" and c.num_hidden_groups > 1 else []),
         f"  parameters: {report['parameters']:,}",
         f"  tokenizer:  {report['spiece'] or 'none (no spiece.model / 30k-clean.model next to the weights)'}",
     ]
@@ -899,7 +961,8 @@ def main(argv=None):
     parser.add_argument("dst", help="output model folder")
     parser.add_argument("--config", help="config file (default: config.json / albert_config.json next to SRC)")
     parser.add_argument("--allow-missing-heads", action="store_true",
-                        help="accept a checkpoint without (some) MLM/SOP head tensors")
+                        help="accept a partial MLM/SOP head (heads absent altogether need no flag: "
+                             "a checkpoint is converted with the heads it has)")
     parser.add_argument("--force", action="store_true", help="replace DST if it exists")
     args = parser.parse_args(argv)
     import mindspore as ms

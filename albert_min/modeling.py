@@ -198,6 +198,21 @@ class AlbertLayerGroup(nn.Cell):
         return hidden
 
 
+def loop_group(i, num_layers, num_groups, formula="hf"):
+    """The parameter group that runs loop ``i`` of ``num_layers``, as the checkpoint's origin computes it.
+
+    Both references divide in floating point, and each rounds differently from
+    the exact ``i * G // L`` for some shapes, so a checkpoint must be run with
+    the formula it was trained with:
+
+    * ``"hf"`` (Hugging Face): ``int(i / (L / G))``; e.g. L=18, G=14, loop 9 -> group 6.
+    * ``"google"`` (google-research/albert): ``int(i / L * G)``; the same loop -> group 7.
+    """
+    if formula == "google":
+        return int(i / num_layers * num_groups)
+    return int(i / (num_layers / num_groups))
+
+
 class AlbertEncoder(nn.Cell):
     """E -> H projection, then the shared block looped ``num_hidden_layers`` times.
 
@@ -205,8 +220,9 @@ class AlbertEncoder(nn.Cell):
     the projected input followed by the output of every loop (L + 1 in all).
     Only the last one is needed for inference; the rest are for inspection.
 
-    With ``num_hidden_groups = G > 1`` the L loops are split into G equal runs,
-    each with its own parameters (G = L gives BERT's unshared stack).
+    With ``num_hidden_groups = G > 1`` the L loops are split into G runs,
+    each with its own parameters (G = L gives BERT's unshared stack); which
+    group runs which loop follows ``config.group_mapping`` (see ``loop_group``).
     """
 
     def __init__(self, config: AlbertConfig):
@@ -215,10 +231,13 @@ class AlbertEncoder(nn.Cell):
         self.num_hidden_groups = config.num_hidden_groups
         self.embedding_hidden_mapping_in = dense(config.embedding_size, config.hidden_size, config)
         self.albert_layer_groups = nn.CellList([AlbertLayerGroup(config) for _ in range(config.num_hidden_groups)])
+        # Worked out once here: plain ints, so a compiled graph sees constants.
+        self.loop_groups = tuple(loop_group(i, config.num_hidden_layers, config.num_hidden_groups,
+                                            config.group_mapping) for i in range(config.num_hidden_layers))
 
     def group_of_loop(self, i):
-        """Which parameter group runs loop i (integer arithmetic, same as the reference)."""
-        return i * self.num_hidden_groups // self.num_hidden_layers
+        """Which parameter group runs loop i."""
+        return self.loop_groups[i]
 
     def construct(self, embeddings, additive_mask):
         hidden = self.embedding_hidden_mapping_in(embeddings)
@@ -259,14 +278,17 @@ class AlbertModel(PreTrainedMixin, nn.Cell):
     input_ids, token_type_ids, attention_mask ``[B, S]`` ->
     (sequence_output ``[B, S, H]``, pooled_output ``[B, H]``).
     The pooled output is tanh(W h_[CLS] + b), the sentence vector the heads use.
+    Heads that read every token (MLM, QA, token classification) build the
+    backbone ``with_pooler=False``, as the reference does, so their checkpoints
+    need no pooler; the pooled output is then None.
     """
 
-    def __init__(self, config: AlbertConfig):
+    def __init__(self, config: AlbertConfig, with_pooler=True):
         super().__init__()
         self.config = config
         self.embeddings = AlbertEmbeddings(config)
         self.encoder = AlbertEncoder(config)
-        self.pooler = dense(config.hidden_size, config.hidden_size, config)
+        self.pooler = dense(config.hidden_size, config.hidden_size, config) if with_pooler else None
 
     def hidden_states(self, input_ids, token_type_ids=None, attention_mask=None):
         """Every hidden state: (projected embeddings, loop 1, ..., loop L), each ``[B, S, H]``."""
@@ -279,6 +301,8 @@ class AlbertModel(PreTrainedMixin, nn.Cell):
 
     def construct(self, input_ids, token_type_ids=None, attention_mask=None):
         sequence_output = self.hidden_states(input_ids, token_type_ids, attention_mask)[-1]
+        if self.pooler is None:
+            return sequence_output, None
         pooled_output = tanh(self.pooler(sequence_output[:, 0]))
         return sequence_output, pooled_output
 
@@ -351,6 +375,87 @@ class AlbertForSequenceClassification(PreTrainedMixin, nn.Cell):
     def construct(self, input_ids, token_type_ids=None, attention_mask=None):
         pooled_output = self.albert(input_ids, token_type_ids, attention_mask)[1]
         return self.classifier(self.dropout(pooled_output))
+
+
+class AlbertForMaskedLM(PreTrainedMixin, nn.Cell):
+    """Backbone (no pooler) + MLM head: what the published ``albert-*-v2`` checkpoints hold.
+
+    -> mlm_logits ``[B, S, V]``. Parameters: ``albert.*``, ``predictions.*``.
+    """
+
+    def __init__(self, config: AlbertConfig):
+        super().__init__()
+        self.config = config
+        self.albert = AlbertModel(config, with_pooler=False)
+        self.predictions = AlbertMLMHead(config)
+
+    def construct(self, input_ids, token_type_ids=None, attention_mask=None):
+        sequence_output = self.albert.hidden_states(input_ids, token_type_ids, attention_mask)[-1]
+        return self.predictions(sequence_output, self.albert.embeddings.word_embeddings.weight)
+
+
+class AlbertForQuestionAnswering(PreTrainedMixin, nn.Cell):
+    """Extractive QA (SQuAD): a span start and end score for every token.
+
+    -> (start_logits ``[B, S]``, end_logits ``[B, S]``). Parameters: ``albert.*``
+    (no pooler) and ``qa_outputs`` (H -> 2: column 0 start, column 1 end).
+    """
+
+    def __init__(self, config: AlbertConfig):
+        super().__init__()
+        self.config = config
+        self.albert = AlbertModel(config, with_pooler=False)
+        self.qa_outputs = dense(config.hidden_size, 2, config)
+
+    def construct(self, input_ids, token_type_ids=None, attention_mask=None):
+        sequence_output = self.albert.hidden_states(input_ids, token_type_ids, attention_mask)[-1]
+        logits = self.qa_outputs(sequence_output)                          # [B, S, 2]
+        return logits[:, :, 0], logits[:, :, 1]
+
+
+class AlbertForTokenClassification(PreTrainedMixin, nn.Cell):
+    """Backbone (no pooler) + dropout + linear classifier on every token (e.g. NER).
+
+    -> logits ``[B, S, num_labels]``. Parameters: ``albert.*``, ``classifier``.
+    """
+
+    def __init__(self, config: AlbertConfig):
+        super().__init__()
+        self.config = config
+        self.albert = AlbertModel(config, with_pooler=False)
+        self.dropout = nn.Dropout(p=config.classifier_dropout_prob)
+        self.classifier = dense(config.hidden_size, config.num_labels, config)
+
+    def construct(self, input_ids, token_type_ids=None, attention_mask=None):
+        sequence_output = self.albert.hidden_states(input_ids, token_type_ids, attention_mask)[-1]
+        return self.classifier(self.dropout(sequence_output))
+
+
+class AlbertForMultipleChoice(PreTrainedMixin, nn.Cell):
+    """Multiple choice (RACE, SWAG): one score per (question, choice) pair.
+
+    input_ids, token_type_ids, attention_mask ``[B, C, S]`` (C choices, each
+    the question paired with one answer) -> logits ``[B, C]``, softmax over C.
+    Every pair runs through the backbone as its own row; the pooled output goes
+    through dropout and a linear layer H -> 1. Parameters: ``albert.*``, ``classifier``.
+    """
+
+    def __init__(self, config: AlbertConfig):
+        super().__init__()
+        self.config = config
+        self.albert = AlbertModel(config)
+        self.dropout = nn.Dropout(p=config.classifier_dropout_prob)
+        self.classifier = dense(config.hidden_size, 1, config)
+
+    def construct(self, input_ids, token_type_ids=None, attention_mask=None):
+        B, C, S = input_ids.shape
+        if token_type_ids is None:
+            token_type_ids = ops.zeros_like(input_ids)
+        if attention_mask is None:
+            attention_mask = ops.ones_like(input_ids)
+        pooled_output = self.albert(input_ids.reshape(B * C, S), token_type_ids.reshape(B * C, S),
+                                    attention_mask.reshape(B * C, S))[1]              # [B*C, H]
+        return self.classifier(self.dropout(pooled_output)).reshape(B, C)
 
 
 # ------------------------------------------------------------ parameter counts

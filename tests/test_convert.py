@@ -18,6 +18,7 @@ import pytest
 import mindspore as ms
 
 from albert_min import convert as cv
+from albert_min.checkpoint import CheckpointError
 from albert_min.config import ConfigError
 from albert_min.modeling import AlbertForPreTraining, AlbertForSequenceClassification
 
@@ -272,17 +273,28 @@ def test_unknown_tensor_is_named(tmp_path):
     assert "albert.encoder.mystery.weight" in msg and "no place" in msg
 
 
-def test_missing_heads_need_the_flag(tmp_path, ref):
+def test_heads_are_converted_by_content(tmp_path, ref):
+    """No SOP head (like the published albert-*-v2): converted as it is, nothing invented."""
     arrays = cv.read_safetensors(os.path.join(PRE, "model.safetensors"))
     del arrays["sop_classifier.classifier.weight"], arrays["sop_classifier.classifier.bias"]
     src, dst = hf_dir_with(tmp_path, arrays), str(tmp_path / "out")
-    msg = convert_error(src, dst)
-    assert "sop_classifier.classifier.weight" in msg and "--allow-missing-heads" in msg
-
-    report = cv.convert(src, dst, allow_missing_heads=True)
-    assert report["heads"] == ["mlm"]
+    report = cv.convert(src, dst)
+    assert report["heads"] == ["mlm"] and report["classes"] == ["AlbertForMaskedLM"] and report["pooler"]
+    assert "sop" in cv.summary(report).split("not in the checkpoint:")[1]
+    assert not [n for n in ms.load_checkpoint(os.path.join(dst, "model.ckpt")) if n.startswith("sop_")]
+    with pytest.raises(CheckpointError, match=r"AlbertForPreTraining needs the SOP head \(sop_classifier\.\*\)"):
+        AlbertForPreTraining.from_pretrained(dst)
     model = AlbertForPreTraining.from_pretrained(dst, allow_missing=("sop_classifier.",))
     assert max_diff(run(model, ref)[0], ref["mlm_logits"]) <= 1e-5
+
+
+def test_partial_head_needs_the_flag(tmp_path):
+    arrays = cv.read_safetensors(os.path.join(PRE, "model.safetensors"))
+    del arrays["predictions.dense.weight"]
+    src, dst = hf_dir_with(tmp_path, arrays), str(tmp_path / "out")
+    msg = convert_error(src, dst)
+    assert "predictions.dense.weight" in msg and "--allow-missing-heads" in msg
+    assert cv.convert(src, dst, allow_missing_heads=True)["heads"] == ["mlm", "sop"]
 
 
 def test_missing_backbone_tensor_always_fails(tmp_path):
