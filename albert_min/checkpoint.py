@@ -133,7 +133,7 @@ def load_arrays(model, arrays: dict, source: str, allow_missing=()):
     if missing:
         hint = ""
         if all(n.startswith("classifier.") for n in missing):
-            hint = (" (this folder has no classification head: it is a pre-trained backbone; "
+            hint = (" (this folder has no sequence-classification head: it is a pre-trained backbone; "
                     "fine-tune it with train.py --init first)")
         parts = sorted({f"{label} ({prefix}*)" for n in missing for prefix, label in MODEL_PARTS.items()
                         if n.startswith(prefix)})
