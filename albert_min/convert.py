@@ -236,9 +236,9 @@ def check_tensors(mapped, source, unknown, expected, allow_missing_heads, weight
         raise ConversionError(f"{weights_path}: " + "; ".join(problems))
 
 
-def check_finite(mapped, source, weights_path):
-    """NaN or Inf weights would convert \"fine\" and then print NaN metrics: refuse them, by name."""
-    bad = [source[n] for n, a in mapped.items() if a.dtype.kind in "fc" and not np.isfinite(a).all()]
+def check_finite(arrays, weights_path):
+    """NaN or Inf weights would convert "fine" and then give NaN outputs: refuse them, by name."""
+    bad = [n for n, a in arrays.items() if a.dtype.kind in "fc" and not np.isfinite(a).all()]
     if bad:
         raise ConversionError(f"{weights_path}: tensors with NaN or Inf values: {_listing(bad)}")
 
@@ -272,13 +272,13 @@ def convert(src, dst, config_path=None, allow_missing_heads=False, force=False) 
         return True
 
     arrays = read_weights(weights_path, fmt, select=keep)
+    check_finite(arrays, weights_path)
     try:
         mapped, source, dropped, unknown = map_names(arrays, fmt)
     except ConversionError as err:
         raise ConversionError(f"{weights_path}: {err}") from None
     dropped = skipped + dropped
     del arrays                                    # frees what was dropped (tied decoder...)
-    check_finite(mapped, source, weights_path)
     config_path = config_path or find_config(weights_path, fmt)
     config, labels_given = load_source_config(config_path, fmt == "tf")
     heads = [h for h, prefix in HEADS.items() if any(n.startswith(prefix) for n in mapped)]
