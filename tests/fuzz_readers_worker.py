@@ -9,8 +9,10 @@ ConversionError; anything else makes hypothesis report a falsifying example
 and this process exit non-zero.
 """
 
+import atexit
 import os
 import resource
+import shutil
 import sys
 import tempfile
 
@@ -35,6 +37,7 @@ SOURCES = {
            os.path.join(FIXTURES, "tiny_pretraining_tf", "model.ckpt-100.data-00000-of-00001")],
 }
 WORK = tempfile.mkdtemp(prefix="albert_min_fuzz_")
+atexit.register(shutil.rmtree, WORK, ignore_errors=True)
 
 # Values that break size arithmetic when they land on a length, count or offset field.
 NASTY = [0, 1, 0x7F, 0x80, 0xFF, 0x7FFFFFFF, 0xFFFFFFFF, 1 << 40, (1 << 63) - 1, (1 << 64) - 1]
