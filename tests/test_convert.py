@@ -19,6 +19,7 @@ import mindspore as ms
 
 from albert_min import convert as cv
 from albert_min.checkpoint import CheckpointError
+from albert_min.formats import tf_bundle
 from albert_min.config import ConfigError
 from albert_min.modeling import AlbertForPreTraining, AlbertForSequenceClassification
 
@@ -153,21 +154,6 @@ def test_name_mapping():
     assert all(cv.is_tf_bookkeeping(n) for n in ("global_step", "x/adam_m", "x/Adam_1", "beta1_power"))
 
 
-def test_crc32c():
-    assert cv.crc32c(b"123456789") == 0xE3069283                  # the standard check value
-    data = np.random.default_rng(0).integers(0, 256, 70001, dtype=np.uint8).tobytes()
-    slow = cv._crc_update(0xFFFFFFFF, data) ^ 0xFFFFFFFF
-    assert cv._crc32c_python(data) == slow                         # numpy lanes == byte loop
-    masked = (((slow >> 15) | (slow << 17)) + 0xA282EAD8) & 0xFFFFFFFF
-    assert cv.unmask_crc(masked) == slow
-
-
-def test_bfloat16_and_float16_decoding():
-    bf16 = np.array([0x3F80, 0xC000, 0x3EAA], "<u2").tobytes()        # 1.0, -2.0, 0.33203125
-    np.testing.assert_array_equal(cv._decode(bf16, "bf16", (3,)), np.float32([1.0, -2.0, 0.33203125]))
-    np.testing.assert_array_equal(cv._decode(np.float16([0.5, 3]).tobytes(), "<f2", (2,)), [0.5, 3])
-
-
 # --------------------------------------------------------------------- errors
 def test_truncated_bin(tmp_path):
     src = tmp_path / "pytorch_model.bin"
@@ -236,7 +222,7 @@ def test_corrupt_tf_data_fails_crc(tmp_path):
     (d / TF_DATA).write_bytes(bytes(data))
     # Which tensor holds that byte, according to TF's own index.
     table = memoryview((d / "model.ckpt-100.index").read_bytes())
-    entries = {k.decode(): cv._parse_entry(v) for k, v in cv._read_table(table) if k}
+    entries = {k.decode(): tf_bundle._parse_entry(v) for k, v in tf_bundle._read_table(table) if k}
     hit = [n for n, e in entries.items() if e["offset"] <= position < e["offset"] + e["size"]]
     msg = convert_error(str(d / "model.ckpt-100"), tmp_path / "out")
     assert "crc32c" in msg and str(d / TF_DATA) in msg and f"tensor {hit[0]}" in msg
