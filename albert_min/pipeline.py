@@ -20,7 +20,7 @@ This module imports MindSpore only when a pipeline is built, so that
 
 import os
 
-from .config import read_json_object
+from .config import ConfigError, read_json_object
 from .errors import AlbertMinError
 
 DEFAULT_MAX_LENGTH = 128
@@ -40,7 +40,7 @@ def training_max_length(model_dir, default=DEFAULT_MAX_LENGTH):
         return default
     value = read_json_object(path).get("max_length", default)
     if not isinstance(value, int) or isinstance(value, bool) or value < 3:
-        raise PipelineError(f"{path}: max_length must be an integer >= 3, got {value!r}")
+        raise ConfigError(f"{path}: max_length must be an integer >= 3, got {value!r}")
     return value
 
 
