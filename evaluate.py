@@ -12,6 +12,8 @@ import json
 import os
 import sys
 
+from albert_min.pipelines import training_max_length   # the folder's max_length, shared with pipeline()
+
 HOW_TO_GET_A_MODEL = """\
 error: no model given (--model weights/DIR).
 A model folder holds config.json, model.ckpt and spiece.model. To get one:
@@ -55,17 +57,6 @@ def format_report(metrics, model_dir, data_path, speed):
         "",
         f"speed: {speed:.1f} examples/s",
     ])
-
-
-def training_max_length(model_dir, default=128):
-    """The truncation length train.py used for this model (its train_metrics.json), so
-    the dev score here is the one training reported."""
-    from albert_min.checkpoint import TRAIN_METRICS_FILE
-    path = os.path.join(model_dir, TRAIN_METRICS_FILE)
-    if os.path.isfile(path):
-        with open(path) as f:
-            return int(json.load(f).get("max_length", default))
-    return default
 
 
 def write_predictions(path, sentences, labels, predictions, probs):

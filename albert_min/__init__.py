@@ -3,15 +3,22 @@
     from albert_min import AlbertConfig, AlbertForSequenceClassification
     model = AlbertForSequenceClassification.from_pretrained("weights/sst2-small")
 
+    from albert_min import pipeline
+    clf = pipeline("weights/sst2-small")
+    clf(["a gorgeous film", "a mess"])   # [{"label": ..., "score": ...}, ...]
+
 The modules read top to bottom: config -> modeling -> checkpoint/convert -> data -> training.
 MindSpore is imported by ``modeling``; ``config`` and the converter's readers need only numpy.
 """
 
 from .config import AlbertConfig, ConfigError
+# The function lives in the module ``pipelines`` (plural) so that importing that
+# module never hides the function; it imports MindSpore only when a pipeline is built.
+from .pipelines import pipeline
 
 _MODEL_CLASSES = ("AlbertModel", "AlbertForPreTraining", "AlbertForSequenceClassification", "AlbertForMaskedLM",
                   "AlbertForQuestionAnswering", "AlbertForTokenClassification", "AlbertForMultipleChoice")
-__all__ = ["AlbertConfig", "ConfigError", *_MODEL_CLASSES]
+__all__ = ["AlbertConfig", "ConfigError", "pipeline", *_MODEL_CLASSES]
 
 
 def __getattr__(name):
