@@ -858,7 +858,7 @@ def convert(src, dst, config_path=None, allow_missing_heads=False, force=False) 
     arrays = {n: np.ascontiguousarray(a, dtype=np.float32) for n, a in mapped.items()}
     spiece = [os.path.join(os.path.dirname(os.path.abspath(weights_path)), n) for n in SPIECE_NAMES]
     spiece = next((p for p in spiece if os.path.isfile(p)), None)
-    with atomic_directory(dst, overwrite=force) as tmp:
+    with atomic_directory(dst, overwrite=force, protect=(src, weights_path)) as tmp:
         config.to_json_file(os.path.join(tmp, CONFIG_FILE))
         write_checkpoint(arrays, os.path.join(tmp, CHECKPOINT_FILE))
         if spiece:
