@@ -439,8 +439,11 @@ def test_dropout_masks_are_a_function_of_seed_and_step():
 
     def masks(step, calls):
         reseed_dropout(model, seed=7, step=step)
-        forward = ms.jit(dropout.construct)   # a new graph: fresh kernels, as Trainer.step compiles one
-        return [forward(x).asnumpy() for _ in range(calls)]
+
+        def forward(x):
+            return dropout(x)
+        compiled = ms.jit(forward)   # a new graph with fresh kernels, as Trainer.step compiles one
+        return [compiled(x).asnumpy() for _ in range(calls)]
 
     first, again = masks(0, 3), masks(0, 2)
     assert np.array_equal(first[0], again[0]) and np.array_equal(first[1], again[1])
