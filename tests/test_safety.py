@@ -269,6 +269,7 @@ def test_train_numeric_flags_are_validated(flags, message, capsys):
     assert exit_info.value.code == 2 and message in capsys.readouterr().err
 
 
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")   # inf - inf in the softmax
 def test_evaluate_refuses_non_finite_outputs(model_dir, tmp_path):
     folder = copy_model(model_dir, tmp_path)
     path = os.path.join(folder, "model.ckpt")
