@@ -12,7 +12,8 @@ import json
 import os
 import sys
 
-from albert_min.pipelines import training_max_length   # the folder's max_length, shared with pipeline()
+from albert_min import arguments as num
+from albert_min.checkpoint import training_max_length
 
 HOW_TO_GET_A_MODEL = """\
 error: no model given (--model weights/DIR).
@@ -30,8 +31,8 @@ def parse_args(argv=None):
     p.add_argument("--model", help="model folder (config.json, model.ckpt, spiece.model)")
     p.add_argument("--data", default=os.path.join("..", "shared", "data", "sst2", "dev.tsv"),
                    help="TSV with header sentence<TAB>label (default: %(default)s)")
-    p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--max-length", type=int, default=None,
+    p.add_argument("--batch-size", type=num.positive_int, default=64)
+    p.add_argument("--max-length", type=num.max_length, default=None,
                    help="tokens per sentence incl. [CLS]/[SEP] (default: what train.py used, else 128)")
     p.add_argument("--output", help="write predictions here as TSV: sentence, label, prediction, p(positive)")
     p.add_argument("--json", action="store_true", help="print the metrics as JSON")
@@ -59,6 +60,17 @@ def format_report(metrics, model_dir, data_path, speed):
     ])
 
 
+def check_output_file(path):
+    """Before the work: ``--output`` must be creatable (an existing folder, writable, not a folder itself)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise IsADirectoryError(21, "is a folder, not a file", path)
+    if not os.path.isdir(folder):
+        raise FileNotFoundError(2, "no such folder", folder)
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise PermissionError(13, "folder not writable", folder)
+
+
 def write_predictions(path, sentences, labels, predictions, probs):
     """Atomically: to a temporary file beside ``path``, renamed when complete."""
     tmp = f"{path}.tmp-{os.getpid()}"
@@ -77,30 +89,40 @@ def main(argv=None):
     args = parse_args(argv)
     if not args.model:
         sys.exit(HOW_TO_GET_A_MODEL)
-    from albert_min.config import ConfigError
+    from albert_min.errors import AlbertMinError
+    try:
+        return evaluate(args)
+    except (AlbertMinError, OSError) as err:
+        sys.exit(f"error: {num.os_error_text(err) if isinstance(err, OSError) else err}")
+
+
+def evaluate(args):
+    import numpy as np
     from albert_min.checkpoint import CheckpointError
     from albert_min.data import DataError, read_tsv, check_labels
-    try:
-        if not os.path.isdir(args.model):
-            raise FileNotFoundError(f"model folder not found: {args.model}")
-        sentences, labels = read_tsv(args.data)
-        import mindspore as ms
-        ms.set_device("CPU")
-        from albert_min.training import set_cpu_threads
-        set_cpu_threads()
-        from albert_min.modeling import AlbertForSequenceClassification
-        from albert_min.classify import predict, binary_metrics
-        from tokenizer import AlbertTokenizer
-        model = AlbertForSequenceClassification.from_pretrained(args.model)
-        if model.config.num_labels != 2:
-            raise DataError(f"{args.model} has {model.config.num_labels} labels; this script reports binary metrics")
-        check_labels(labels, 2, args.data)
-        tokenizer = AlbertTokenizer.from_pretrained(args.model)
-        max_length = min(args.max_length or training_max_length(args.model), model.config.max_position_embeddings)
-        probs, seconds = predict(model, tokenizer, sentences, args.batch_size, max_length,
-                                 use_jit=not args.no_jit, progress=not (args.quiet or args.json))
-    except (FileNotFoundError, DataError, ConfigError, CheckpointError) as err:
-        sys.exit(f"error: {err}")
+    if not os.path.isdir(args.model):
+        raise FileNotFoundError(f"model folder not found: {args.model}")
+    if args.output:
+        check_output_file(args.output)
+    sentences, labels = read_tsv(args.data)
+    import mindspore as ms
+    ms.set_device("CPU")
+    from albert_min.training import set_cpu_threads
+    set_cpu_threads()
+    from albert_min.modeling import AlbertForSequenceClassification
+    from albert_min.classify import predict, binary_metrics
+    from tokenizer import AlbertTokenizer
+    model = AlbertForSequenceClassification.from_pretrained(args.model)
+    if model.config.num_labels != 2:
+        raise DataError(f"{args.model} has {model.config.num_labels} labels; this script reports binary metrics")
+    check_labels(labels, 2, args.data)
+    tokenizer = AlbertTokenizer.from_pretrained(args.model)
+    max_length = min(args.max_length or training_max_length(args.model), model.config.max_position_embeddings)
+    probs, seconds = predict(model, tokenizer, sentences, args.batch_size, max_length,
+                             use_jit=not args.no_jit, progress=not (args.quiet or args.json))
+    if not np.isfinite(probs).all():
+        raise CheckpointError(f"{args.model}: the model gives non-finite outputs (NaN/Inf) on {args.data}; "
+                              "its weights or config are broken")
     predictions = probs.argmax(-1)
     metrics = binary_metrics(labels, predictions)
     metrics["examples_per_s"] = len(sentences) / seconds

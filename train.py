@@ -13,7 +13,8 @@ sentence per line, blank line between documents):
 
 The best model (by dev accuracy; for SOP, the last epoch) is written to
 --output atomically; the full training state (weights, AdamW moments, epoch)
-goes to <output>.state after every epoch, and --resume continues from it.
+goes to <output>.state after every epoch (and --eval-every / --save-every
+steps); --resume continues from it and repeats the uninterrupted run exactly.
 """
 
 import argparse
@@ -27,6 +28,8 @@ import time
 
 import numpy as np
 
+from albert_min import arguments as num
+
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
@@ -39,25 +42,30 @@ def parse_args(argv=None):
     p.add_argument("--init", help="start from this model folder (config.json, model.ckpt, spiece.model)")
     p.add_argument("--config", help="config.json for a model trained from scratch (default: the 'small' sizes below)")
     p.add_argument("--tokenizer", help="spiece.model to use; default: from --init, else trained on the training text")
-    p.add_argument("--vocab-size", type=int, default=8000, help="vocabulary of a newly trained tokenizer")
+    p.add_argument("--vocab-size", type=num.int_at_least(8), default=8000, help="vocabulary of a newly trained tokenizer")
     size = p.add_argument_group("model size when training from scratch without --config")
-    size.add_argument("--embedding-size", type=int, default=128)
-    size.add_argument("--hidden-size", type=int, default=128)
-    size.add_argument("--layers", type=int, default=4, help="loops of the shared block")
-    size.add_argument("--heads", type=int, default=4)
-    size.add_argument("--intermediate-size", type=int, default=512)
-    size.add_argument("--dropout", type=float, default=0.1)
-    p.add_argument("--epochs", type=int, default=3)
-    p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--lr", type=float, default=2e-4)
-    p.add_argument("--warmup", type=float, default=0.1, help="fraction of steps of linear warm-up")
-    p.add_argument("--weight-decay", type=float, default=0.01)
-    p.add_argument("--max-grad-norm", type=float, default=1.0)
-    p.add_argument("--max-length", type=int, default=64, help="tokens per example incl. [CLS]/[SEP]")
-    p.add_argument("--max-steps", type=int, default=None, help="stop after this many steps (smoke runs)")
-    p.add_argument("--eval-every", type=int, default=None, help="also evaluate (and keep the best) every N steps")
-    p.add_argument("--seed", type=int, default=42)
-    p.add_argument("--resume", action="store_true", help="continue from <output>.state")
+    size.add_argument("--embedding-size", type=num.positive_int, default=128)
+    size.add_argument("--hidden-size", type=num.positive_int, default=128)
+    size.add_argument("--layers", type=num.positive_int, default=4, help="loops of the shared block")
+    size.add_argument("--heads", type=num.positive_int, default=4)
+    size.add_argument("--intermediate-size", type=num.positive_int, default=512)
+    size.add_argument("--dropout", type=num.probability, default=0.1)
+    p.add_argument("--epochs", type=num.positive_int, default=3)
+    p.add_argument("--batch-size", type=num.positive_int, default=64)
+    p.add_argument("--lr", type=num.positive_float, default=2e-4)
+    p.add_argument("--warmup", type=num.fraction, default=0.1, help="fraction of steps of linear warm-up")
+    p.add_argument("--weight-decay", type=num.non_negative_float, default=0.01)
+    p.add_argument("--max-grad-norm", type=num.positive_float, default=1.0)
+    p.add_argument("--max-length", type=num.max_length, default=64, help="tokens per example incl. [CLS]/[SEP]")
+    p.add_argument("--max-steps", type=num.positive_int, default=None, help="stop after this many steps (smoke runs)")
+    p.add_argument("--eval-every", type=num.positive_int, default=None,
+                   help="also evaluate (and keep the best) and save the training state every N steps")
+    p.add_argument("--save-every", type=num.positive_int, default=None,
+                   help="also save the resumable training state every N steps (it is always saved after "
+                        "every epoch); each save recompiles the train step once")
+    p.add_argument("--seed", type=num.seed, default=42)
+    p.add_argument("--resume", action="store_true",
+                   help="continue from <output>.state, exactly: use the same flags as the interrupted run")
     p.add_argument("--force", action="store_true", help="overwrite an existing --output")
     p.add_argument("--no-jit", action="store_true", help="run in PyNative mode instead of a compiled graph")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -66,15 +74,22 @@ def parse_args(argv=None):
         p.error("--task cls needs --train")
     if args.task == "sop" and not args.text:
         p.error("--task sop needs --text")
+    if args.task == "sop" and args.max_length < 5:
+        p.error("--task sop needs --max-length >= 5 ([CLS] a [SEP] b [SEP])")
+    if args.resume and args.force:
+        p.error("--resume and --force contradict each other: continue the run, or start it again")
     return args
 
 
 def build_tokenizer(args, sentences, workdir):
-    from tokenizer import AlbertTokenizer, train_sentencepiece
+    from tokenizer import AlbertTokenizer, TokenizerError, train_sentencepiece
     path = args.tokenizer or (os.path.join(args.init, "spiece.model") if args.init else None)
     if path is None:
         print(f"training a {args.vocab_size}-piece SentencePiece model on {len(sentences)} lines", flush=True)
-        path = train_sentencepiece(sentences, os.path.join(workdir, "spiece"), args.vocab_size)
+        try:
+            path = train_sentencepiece(sentences, os.path.join(workdir, "spiece"), args.vocab_size)
+        except TokenizerError as err:
+            raise TokenizerError(f"{args.train or args.text}: {err}") from None
     return AlbertTokenizer(path), path
 
 
@@ -123,36 +138,62 @@ class Trainer:
             self.total_steps = min(self.total_steps, args.max_steps)
         self.optimizer = make_optimizer(model, linear_warmup_decay(args.lr, self.total_steps, args.warmup),
                                         args.weight_decay)
-        self.train_step = make_train_step(loss_fn, self.optimizer, args.max_grad_norm, use_jit=not args.no_jit)
-        self.state_dir = args.output.rstrip("/") + ".state"
-        self.state = {"epoch": 0, "step": 0, "best": None, "history": []}
+        self.loss_fn = loss_fn
+        self.train_step = None   # built (dropout reseeded, recompiled) at the start of each saved segment
+        self.state_dir = state_dir(args)
+        self.protect = input_paths(args)
+        # epoch_losses: this epoch's losses so far, so a resumed epoch reports the same mean loss
+        self.state = {"epoch": 0, "step": 0, "best": None, "history": [], "epoch_losses": []}
+
+    def step(self, batch):
+        """One train step. After every saved state the dropout masks are reseeded from
+        (seed, step) and the step recompiled, so a resumed run repeats the original
+        exactly (see ``albert_min.training.reseed_dropout``)."""
+        import mindspore as ms
+        from albert_min.training import make_train_step, quiet_recompile_warning, reseed_dropout
+        if self.train_step is None:
+            quiet_recompile_warning()
+            reseed_dropout(self.model, self.args.seed, self.state["step"])
+            self.train_step = make_train_step(self.loss_fn, self.optimizer, self.args.max_grad_norm,
+                                              use_jit=not self.args.no_jit)
+        return float(self.train_step(*[ms.Tensor(x) for x in batch]).asnumpy())
+
+    def save_state(self):
+        from albert_min.training import save_training_state
+        save_training_state(self.state_dir, self.model, self.optimizer, self.state)
+        self.train_step = None
 
     def resume(self):
         from albert_min.training import load_training_state
+        from albert_min.checkpoint import recover_directory
+        recover_directory(self.args.output)   # a best-model save the crash interrupted
         self.state = load_training_state(self.state_dir, self.model, self.optimizer)
+        self.state.setdefault("epoch_losses", [])
         print(f"resumed from {self.state_dir}: epoch {self.state['epoch']}, step {self.state['step']}", flush=True)
 
     def run(self, epoch_batches, evaluate):
         """epoch_batches(epoch) yields tuples of numpy arrays; evaluate() -> (score, metrics dict).
 
         Evaluates (and keeps the best model) after every epoch and, with
-        --eval-every N, every N steps; saves the resumable state after every epoch.
+        --eval-every N, every N steps; saves the resumable state at each of those
+        points and every --save-every steps.
         """
-        import mindspore as ms
         from tqdm import tqdm
-        from albert_min.training import save_training_state
         args = self.args
         for epoch in range(self.state["epoch"], args.epochs):
             if self.state["step"] >= self.total_steps:
                 break
             self.model.set_train(True)
-            losses, start = [], time.perf_counter()
-            bar = tqdm(total=min(self.steps_per_epoch, self.total_steps - self.state["step"]),
+            losses, start = self.state["epoch_losses"], time.perf_counter()
+            done = len(losses)   # > 0 when resuming inside this epoch: those batches are skipped
+            bar = tqdm(total=min(self.steps_per_epoch - done, self.total_steps - self.state["step"]),
                        desc=f"epoch {epoch + 1}/{args.epochs}", unit="step", disable=args.quiet)
-            for batch in epoch_batches(epoch):
+            for index, batch in enumerate(epoch_batches(epoch)):
+                if index < done:
+                    continue   # drawn anyway, so the epoch's shuffling and masking RNGs advance as before
                 if self.state["step"] >= self.total_steps:
                     break
-                loss = float(self.train_step(*[ms.Tensor(x) for x in batch]).asnumpy())
+                loss = self.step(batch)
                 if not math.isfinite(loss):
                     sys.exit(f"error: loss became {loss} at step {self.state['step']}; lower --lr")
                 losses.append(loss)
@@ -163,10 +204,14 @@ class Trainer:
                 if args.eval_every and self.state["step"] % args.eval_every == 0 and mid_epoch:
                     self.evaluate_and_keep_best(evaluate, epoch + len(losses) / self.steps_per_epoch, losses, start)
                     self.model.set_train(True)
+                    self.save_state()
+                elif args.save_every and self.state["step"] % args.save_every == 0 and mid_epoch:
+                    self.save_state()
             bar.close()
             self.evaluate_and_keep_best(evaluate, epoch + 1, losses, start)
             self.state["epoch"] = epoch + 1
-            save_training_state(self.state_dir, self.model, self.optimizer, self.state)
+            self.state["epoch_losses"] = []
+            self.save_state()
         return self.state
 
     def evaluate_and_keep_best(self, evaluate, epoch, losses, start):
@@ -182,7 +227,7 @@ class Trainer:
         if self.state["best"] is None or score >= self.state["best"]:
             self.state["best"] = score
             save_model_dir(self.model, self.args.output, spiece_model=self.spiece_path, overwrite=True,
-                           extra_files={TRAIN_METRICS_FILE: lambda path: write_json(path, record)})
+                           protect=self.protect, extra_files={TRAIN_METRICS_FILE: lambda path: write_json(path, record)})
             print(f"saved {self.args.output} (score {score:.4f})", flush=True)
 
 
@@ -286,10 +331,52 @@ def run_sop(args, workdir):
     return trainer.run(epoch_batches, evaluate)
 
 
+def state_dir(args):
+    return args.output.rstrip("/" + os.sep) + ".state"
+
+
+def input_paths(args):
+    """Files the run reads: the outputs must neither be nor contain them."""
+    return tuple(p for p in (args.train, args.dev, args.text, args.init, args.config, args.tokenizer) if p)
+
+
+def check_outputs(args):
+    """Before any long work: the model and state folders can be written and replace
+    nothing albert_min did not write (see ``albert_min.checkpoint.check_replaceable``)."""
+    from albert_min.checkpoint import check_replaceable, recover_directory
+    state = state_dir(args)
+    if args.resume:
+        recover_directory(args.output)
+        recover_directory(state)
+        if not os.path.isdir(state):
+            sys.exit(f"error: no training state to resume in {state}")
+    elif not args.force:
+        if os.path.exists(args.output):
+            sys.exit(f"error: {args.output} exists; pass --force to overwrite it or --resume to continue")
+        if os.path.exists(state):
+            sys.exit(f"error: {state} holds an unfinished run; pass --resume to continue it or --force to restart")
+    for path in (args.output, state):
+        check_replaceable(path, overwrite=True, protect=input_paths(args))
+        parent = os.path.dirname(os.path.abspath(path))
+        os.makedirs(parent, exist_ok=True)
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise PermissionError(13, "folder not writable", parent)
+
+
 def main(argv=None):
     args = parse_args(argv)
-    if os.path.exists(args.output) and not (args.force or args.resume):
-        sys.exit(f"error: {args.output} exists; pass --force to overwrite it or --resume to continue")
+    from albert_min.errors import AlbertMinError
+    try:
+        return train(args)
+    except (AlbertMinError, OSError) as err:
+        sys.exit(f"error: {num.os_error_text(err) if isinstance(err, OSError) else err}")
+    except KeyboardInterrupt:
+        print(f"interrupted; continue from the last saved state with --resume ({state_dir(args)})", file=sys.stderr)
+        sys.exit(130)
+
+
+def train(args):
+    check_outputs(args)
     import mindspore as ms
     ms.set_device("CPU")
     from albert_min.training import seed_everything, set_cpu_threads

@@ -9,6 +9,7 @@ bookkeeping keys that HF writes and that do not change the model.
 import dataclasses
 import difflib
 import json
+import math
 import os
 from .errors import AlbertMinError
 
@@ -44,6 +45,16 @@ _IGNORED_HF_KEYS |= {
     # 5.x
     "experts_implementation",
 }
+
+
+# Upper bounds far above any published ALBERT/BERT (xxlarge: H=4096, I=16384; vocab 30k,
+# multilingual 250k), so that a corrupt or hostile config.json is an error naming the key
+# instead of a model that tries to allocate terabytes.
+_MAX_SIZES = {"vocab_size": 1 << 22, "embedding_size": 1 << 16, "hidden_size": 1 << 16,
+              "num_hidden_layers": 1 << 10, "num_hidden_groups": 1 << 10, "inner_group_num": 1 << 8,
+              "num_attention_heads": 1 << 12, "intermediate_size": 1 << 18,
+              "max_position_embeddings": 1 << 20, "type_vocab_size": 1 << 10, "num_labels": 1 << 20}
+MAX_PARAMETERS = 4_000_000_000   # 16 GB of float32 weights; xxlarge has 235M
 
 
 class ConfigError(AlbertMinError):
@@ -84,6 +95,13 @@ class AlbertConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+            if value > _MAX_SIZES[name]:
+                raise ConfigError(f"{name} = {value} is implausibly large (at most {_MAX_SIZES[name]})")
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout_prob",
+                     "layer_norm_eps", "initializer_range"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+                raise ConfigError(f"{name} must be a finite number, got {value!r}")
         if self.hidden_size % self.num_attention_heads:
             raise ConfigError(
                 f"hidden_size ({self.hidden_size}) is not divisible by "
@@ -92,7 +110,7 @@ class AlbertConfig:
             raise ConfigError(
                 f"num_hidden_groups ({self.num_hidden_groups}) cannot exceed "
                 f"num_hidden_layers ({self.num_hidden_layers})")
-        if self.hidden_act not in ACTIVATIONS:
+        if not isinstance(self.hidden_act, str) or self.hidden_act not in ACTIVATIONS:
             raise ConfigError(f"hidden_act {self.hidden_act!r} is not one of {ACTIVATIONS}")
         for name in ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout_prob"):
             value = getattr(self, name)
@@ -102,6 +120,19 @@ class AlbertConfig:
             raise ConfigError(f"layer_norm_eps must be > 0, got {self.layer_norm_eps!r}")
         if self.group_mapping not in GROUP_MAPPINGS:
             raise ConfigError(f"group_mapping {self.group_mapping!r} is not one of {GROUP_MAPPINGS}")
+        if self.initializer_range < 0:
+            raise ConfigError(f"initializer_range must be >= 0, got {self.initializer_range!r}")
+        if self.estimated_parameters() > MAX_PARAMETERS:
+            raise ConfigError(f"these sizes make a model of about {self.estimated_parameters():.3g} parameters, "
+                              f"more than {MAX_PARAMETERS:.3g}; check vocab_size, hidden_size, "
+                              "intermediate_size and num_hidden_groups")
+
+    def estimated_parameters(self) -> int:
+        """Roughly how many weights this config builds (embeddings + every distinct layer)."""
+        h, i = self.hidden_size, self.intermediate_size
+        embeddings = (self.vocab_size + self.max_position_embeddings + self.type_vocab_size) * self.embedding_size
+        layer = 4 * h * h + 2 * h * i
+        return embeddings + self.embedding_size * h + self.num_hidden_groups * self.inner_group_num * layer
 
     @property
     def head_size(self) -> int:
@@ -173,15 +204,30 @@ PRESETS = {
 }
 
 
+MAX_JSON_BYTES = 16 << 20   # a config.json is a few hundred bytes; HF's largest id2label maps are ~1 MB
+
+
 def read_json_object(path: str) -> dict:
     """A JSON file that must hold an object, with errors that name the file."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"config file not found: {path}")
-    with open(path, encoding="utf-8") as f:
-        try:
-            data = json.load(f)
-        except json.JSONDecodeError as err:
-            raise ConfigError(f"{path}: not valid JSON ({err})") from None
+    with open(path, "rb") as f:
+        raw = f.read(MAX_JSON_BYTES + 1)
+    if len(raw) > MAX_JSON_BYTES:
+        raise ConfigError(f"{path}: larger than {MAX_JSON_BYTES} bytes; not a config file")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = raw[:err.start].count(b"\n") + 1
+        raise ConfigError(f"{path}:{line}: not UTF-8") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ConfigError(f"{path}: not valid JSON ({err})") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: JSON nested too deeply") from None
+    except ValueError as err:   # e.g. an integer literal of thousands of digits
+        raise ConfigError(f"{path}: not usable JSON ({err})") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a JSON object")
     return data

@@ -351,7 +351,7 @@ def convert(src, dst, config_path=None, allow_missing_heads=False, force=False) 
     spiece = [os.path.join(os.path.dirname(os.path.abspath(weights_path)), n) for n in SPIECE_NAMES]
     spiece = next((p for p in spiece if os.path.isfile(p)), None)
     source_dir = os.path.dirname(os.path.abspath(weights_path))
-    with atomic_directory(dst, overwrite=force, protect=(source_dir,)) as tmp:
+    with atomic_directory(dst, overwrite=force, protect=(src, source_dir)) as tmp:
         config.to_json_file(os.path.join(tmp, CONFIG_FILE))
         write_checkpoint(arrays, os.path.join(tmp, CHECKPOINT_FILE))
         if spiece:

@@ -17,6 +17,22 @@ class DataError(AlbertMinError):
 
 
 # ------------------------------------------------------------------- TSV input
+def text_lines(path):
+    """Yield ``(line number, line without its end-of-line)`` of a UTF-8 text file.
+
+    A UTF-8 byte-order mark at the start is skipped (spreadsheet exports write
+    one); bytes that are not UTF-8 are a DataError naming ``path:line``.
+    """
+    with open(path, "rb") as f:
+        for line_no, raw in enumerate(f, start=1):
+            if line_no == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]
+            try:
+                yield line_no, raw.decode("utf-8").rstrip("\r\n")
+            except UnicodeDecodeError:
+                raise DataError(f"{path}:{line_no}: not UTF-8") from None
+
+
 def read_tsv(path, text_column="sentence", label_column="label", require_labels=True):
     """Read a GLUE TSV with a header row. Returns (sentences, labels or None).
 
@@ -27,31 +43,30 @@ def read_tsv(path, text_column="sentence", label_column="label", require_labels=
     if not os.path.isfile(path):
         raise FileNotFoundError(f"data file not found: {path}")
     sentences, labels = [], []
-    with open(path, encoding="utf-8", newline="") as f:
-        header = f.readline().rstrip("\r\n").split("\t")
-        if text_column not in header:
-            raise DataError(f"{path}:1: header {header} has no {text_column!r} column")
-        text_at = header.index(text_column)
-        label_at = header.index(label_column) if label_column in header else None
-        if label_at is None and require_labels:
-            raise DataError(f"{path}:1: header {header} has no {label_column!r} column")
-        for line_no, line in enumerate(f, start=2):
-            line = line.rstrip("\r\n")
-            if not line.strip():
-                continue
-            fields = line.split("\t")
-            if len(fields) != len(header):
-                raise DataError(f"{path}:{line_no}: expected {len(header)} tab-separated fields "
-                                f"({', '.join(header)}), found {len(fields)}")
-            text = fields[text_at].strip()
-            if not text:
-                raise DataError(f"{path}:{line_no}: empty {text_column!r}")
-            sentences.append(text)
-            if label_at is not None:
-                try:
-                    labels.append(int(fields[label_at]))
-                except ValueError:
-                    raise DataError(f"{path}:{line_no}: label {fields[label_at]!r} is not an integer") from None
+    lines = text_lines(path)
+    header = next(lines, (1, ""))[1].split("\t")
+    if text_column not in header:
+        raise DataError(f"{path}:1: header {header} has no {text_column!r} column")
+    text_at = header.index(text_column)
+    label_at = header.index(label_column) if label_column in header else None
+    if label_at is None and require_labels:
+        raise DataError(f"{path}:1: header {header} has no {label_column!r} column")
+    for line_no, line in lines:
+        if not line.strip():
+            continue
+        fields = line.split("\t")
+        if len(fields) != len(header):
+            raise DataError(f"{path}:{line_no}: expected {len(header)} tab-separated fields "
+                            f"({', '.join(header)}), found {len(fields)}")
+        text = fields[text_at].strip()
+        if not text:
+            raise DataError(f"{path}:{line_no}: empty {text_column!r}")
+        sentences.append(text)
+        if label_at is not None:
+            try:
+                labels.append(int(fields[label_at]))
+            except ValueError:
+                raise DataError(f"{path}:{line_no}: label {fields[label_at]!r} is not an integer") from None
     if not sentences:
         raise DataError(f"{path}: no examples after the header")
     return sentences, (labels if label_at is not None else None)
@@ -118,14 +133,13 @@ def read_documents(path):
     if not os.path.isfile(path):
         raise FileNotFoundError(f"text file not found: {path}")
     documents, current = [], []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            line = line.strip()
-            if line:
-                current.append(line)
-            elif current:
-                documents.append(current)
-                current = []
+    for _, line in text_lines(path):
+        line = line.strip()
+        if line:
+            current.append(line)
+        elif current:
+            documents.append(current)
+            current = []
     if current:
         documents.append(current)
     if not documents:

@@ -84,7 +84,8 @@ def export_mindir(model_dir, output, backbone=False, batch=None, seq=None, force
     """
     import mindspore as ms
     from .modeling import AlbertForSequenceClassification, AlbertModel
-    from .pipelines import label_names, training_max_length
+    from .checkpoint import training_max_length
+    from .pipelines import label_names
     check_target(output, force)
     if not os.path.isdir(model_dir):
         raise FileNotFoundError(f"model folder not found: {model_dir}")

@@ -20,10 +20,9 @@ This module imports MindSpore only when a pipeline is built, so that
 
 import os
 
-from .config import ConfigError, read_json_object
+from .config import read_json_object
 from .errors import AlbertMinError
 
-DEFAULT_MAX_LENGTH = 128
 
 
 class PipelineError(AlbertMinError):
@@ -31,19 +30,6 @@ class PipelineError(AlbertMinError):
 
 
 # ------------------------------------------------------- the model folder's settings
-def training_max_length(model_dir, default=DEFAULT_MAX_LENGTH):
-    """The truncation length train.py used for this model (its train_metrics.json),
-    so predictions here see what training saw; ``default`` if it does not say."""
-    from .checkpoint import TRAIN_METRICS_FILE
-    path = os.path.join(model_dir, TRAIN_METRICS_FILE)
-    if not os.path.isfile(path):
-        return default
-    value = read_json_object(path).get("max_length", default)
-    if not isinstance(value, int) or isinstance(value, bool) or value < 3:
-        raise ConfigError(f"{path}: max_length must be an integer >= 3, got {value!r}")
-    return value
-
-
 def label_names(model_dir, num_labels):
     """``[name of label 0, ...]`` from config.json's ``id2label`` when it names every
     label 0..num_labels-1, else Hugging Face's defaults ``LABEL_0, LABEL_1, ...``."""
@@ -82,6 +68,7 @@ class TextClassificationPipeline:
         self.model.set_train(False)
         self.tokenizer = AlbertTokenizer.from_pretrained(model_dir)
         config = self.model.config
+        from .checkpoint import training_max_length
         self.max_length = min(max_length or training_max_length(model_dir), config.max_position_embeddings)
         self.batch_size = batch_size
         self.use_jit = use_jit

@@ -3,6 +3,7 @@ learning-rate schedule, AdamW with decay groups, one compiled train step,
 and atomic save / resume of the whole training state."""
 
 import json
+import logging
 import os
 import random
 
@@ -10,7 +11,8 @@ import numpy as np
 import mindspore as ms
 from mindspore import nn, ops
 
-from .checkpoint import atomic_directory, read_checkpoint, write_checkpoint, model_arrays, load_arrays
+from .checkpoint import (STATE_KIND, CheckpointError, atomic_directory, load_arrays, model_arrays, read_checkpoint,
+                         recover_directory, write_checkpoint)
 
 STATE_FILE = "state.json"
 WEIGHTS_FILE = "model.ckpt"
@@ -54,30 +56,88 @@ def make_train_step(loss_fn, optimizer, max_grad_norm, use_jit=True):
 
 
 # ------------------------------------------------------------- training state
+def optimizer_state(model, optimizer) -> dict:
+    """The optimizer's own parameters: ``global_step`` and the AdamW moments ``adam_m.*`` /
+    ``adam_v.*`` (the learning-rate schedule is rebuilt from the flags, so it is left out)."""
+    model_ids = {id(p) for p in model.get_parameters()}
+    return {p.name: p for p in optimizer.get_parameters()
+            if id(p) not in model_ids and p.name != "learning_rate"}
+
+
 def save_training_state(directory, model, optimizer, state: dict):
-    """Weights, optimizer moments and ``state`` (epoch, step, best score, RNG) in one atomic folder."""
-    with atomic_directory(directory, overwrite=True) as tmp:
+    """Weights, optimizer moments and ``state`` (epoch, step, best score, losses) in one atomic folder."""
+    with atomic_directory(directory, overwrite=True, kind=STATE_KIND) as tmp:
         write_checkpoint(model_arrays(model), os.path.join(tmp, WEIGHTS_FILE))
-        moments = {p.name: p.asnumpy() for p in optimizer.get_parameters()
-                   if p.name.startswith(("moment", "global_step", "beta"))}
-        write_checkpoint(moments, os.path.join(tmp, OPTIMIZER_FILE))
-        with open(os.path.join(tmp, STATE_FILE), "w") as f:
+        write_checkpoint({name: p.asnumpy() for name, p in optimizer_state(model, optimizer).items()},
+                         os.path.join(tmp, OPTIMIZER_FILE))
+        with open(os.path.join(tmp, STATE_FILE), "w", encoding="utf-8") as f:
             json.dump(state, f, indent=2)
 
 
 def load_training_state(directory, model, optimizer) -> dict:
-    """Restore what ``save_training_state`` wrote; returns the state dict."""
-    if not os.path.isfile(os.path.join(directory, STATE_FILE)):
-        raise FileNotFoundError(f"no training state to resume in {directory}")
+    """Restore what ``save_training_state`` wrote; returns the state dict.
+
+    A save that a crash interrupted is first completed or rolled back
+    (``recover_directory``). Every optimizer tensor must be there: a resume
+    without the AdamW moments would silently be a different run.
+    """
+    recover_directory(directory)
+    state_path = os.path.join(directory, STATE_FILE)
+    if not os.path.isfile(state_path):
+        raise CheckpointError(f"no training state to resume in {directory}")
+    try:
+        with open(state_path, encoding="utf-8") as f:
+            state = json.load(f)
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise CheckpointError(f"{state_path}: not valid JSON ({err})") from None
+    if not isinstance(state, dict) or not all(isinstance(state.get(k), int) for k in ("epoch", "step")):
+        raise CheckpointError(f"{state_path}: not a training state (needs integer 'epoch' and 'step')")
     load_arrays(model, read_checkpoint(os.path.join(directory, WEIGHTS_FILE)), directory)
-    saved = read_checkpoint(os.path.join(directory, OPTIMIZER_FILE))
-    for p in optimizer.get_parameters():
-        if p.name in saved:
-            if tuple(saved[p.name].shape) != tuple(p.shape):
-                raise ValueError(f"{directory}: optimizer state {p.name} does not fit this model")
-            p.set_data(ms.Tensor(saved[p.name]))
-    with open(os.path.join(directory, STATE_FILE)) as f:
-        return json.load(f)
+    optimizer_path = os.path.join(directory, OPTIMIZER_FILE)
+    saved = read_checkpoint(optimizer_path)
+    wanted = optimizer_state(model, optimizer)
+    missing = sorted(set(wanted) - set(saved))
+    if missing:
+        raise CheckpointError(f"{optimizer_path}: lacks optimizer state {missing[:3]}"
+                              f"{' and more' if len(missing) > 3 else ''}; cannot resume this run exactly")
+    for name, p in wanted.items():
+        if tuple(saved[name].shape) != tuple(p.shape):
+            raise CheckpointError(f"{optimizer_path}: optimizer state {name} does not fit this model")
+        p.set_data(ms.Tensor(saved[name]))
+    return state
+
+
+def reseed_dropout(model, seed, step):
+    """Give every dropout of ``model`` a fresh mask generator seeded from ``(seed, step)``.
+
+    MindSpore's CPU dropout keeps its random state inside the kernel, where it
+    cannot be saved (and ``mindspore.Generator``-driven dropout, ``DropoutExt``,
+    has no CPU kernel). So the masks are made a function of where a run is
+    instead of its history: the trainer calls this, and compiles a new train
+    step (fresh kernels), at step 0 and after every saved state. A resumed run
+    reseeds at the step it resumes from, so it draws the very masks the
+    uninterrupted run drew.
+    """
+    dropouts = [cell for _, cell in model.cells_and_names() if isinstance(cell, nn.Dropout)]
+    for index, cell in enumerate(dropouts):
+        keep = cell.keep_prob if cell.p is None else 1.0 - cell.p
+        seed0, seed1 = np.random.SeedSequence([seed, step, index]).generate_state(2) % (2**31 - 1) + 1
+        cell.dropout = ops.Dropout(float(keep), int(seed0), int(seed1))
+
+
+class _WithoutRecompileWarning(logging.Filter):
+    """Drops MindSpore's "has been compiled again" warning: after ``reseed_dropout``
+    recompiling the train step is the point, not a mistake."""
+
+    def filter(self, record):
+        return "has been compiled again" not in record.getMessage()
+
+
+def quiet_recompile_warning():
+    from mindspore import log as ms_log
+    logger = ms_log._get_logger()   # pylint: disable=protected-access
+    if not any(isinstance(f, _WithoutRecompileWarning) for f in logger.filters):
+        logger.addFilter(_WithoutRecompileWarning())
 
 
 def set_cpu_threads(threads=1):

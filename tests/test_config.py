@@ -63,7 +63,7 @@ def tiny_config(**kw):
 def test_model_folder_round_trip_for_every_class(tmp_path):
     model = AlbertForPreTraining(tiny_config())
     save_model_dir(model, str(tmp_path / "m"))
-    assert sorted(os.listdir(tmp_path / "m")) == ["config.json", "model.ckpt"]
+    assert sorted(os.listdir(tmp_path / "m")) == [".albert_min.json", "config.json", "model.ckpt"]
     backbone = AlbertModel.from_pretrained(str(tmp_path / "m"))
     original = model.albert.embeddings.word_embeddings.weight.asnumpy()
     assert np.array_equal(backbone.embeddings.word_embeddings.weight.asnumpy(), original)

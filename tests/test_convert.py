@@ -21,6 +21,7 @@ from albert_min import convert as cv
 from albert_min.checkpoint import CheckpointError
 from albert_min.formats import tf_bundle
 from albert_min.config import ConfigError
+from albert_min.checkpoint import CheckpointError
 from albert_min.modeling import AlbertForPreTraining, AlbertForSequenceClassification
 
 ms.set_device("CPU")
@@ -297,8 +298,14 @@ def test_existing_dst_needs_force(tmp_path):
     with pytest.raises(FileExistsError, match=str(dst)):
         cv.convert(CLS, str(dst))
     assert (dst / "keep.txt").exists()
-    cv.convert(CLS, str(dst), force=True)
-    assert sorted(os.listdir(dst)) == ["config.json", "model.ckpt"]
+    # --force replaces only a folder albert_min wrote: not one holding the user's files.
+    with pytest.raises(CheckpointError, match="did not write|not a folder written by albert_min"):
+        cv.convert(CLS, str(dst), force=True)
+    assert (dst / "keep.txt").read_text() == "old"
+    (dst / "keep.txt").unlink()
+    cv.convert(CLS, str(dst), force=True)   # an empty folder loses nothing
+    cv.convert(CLS, str(dst), force=True)   # and albert_min's own output is replaced
+    assert sorted(os.listdir(dst)) == [".albert_min.json", "config.json", "model.ckpt"]
     assert [n for n in os.listdir(tmp_path) if n.startswith(".")] == []
 
 

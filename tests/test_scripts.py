@@ -49,7 +49,7 @@ def trained(tmp_path_factory):
 
 
 def test_training_writes_a_complete_model_folder(trained):
-    assert sorted(os.listdir(trained["output"])) == ["config.json", "model.ckpt", "spiece.model",
+    assert sorted(os.listdir(trained["output"])) == [".albert_min.json", "config.json", "model.ckpt", "spiece.model",
                                                      "train_metrics.json"]
     assert os.path.isfile(os.path.join(trained["output"] + ".state", "optimizer.ckpt"))
     history = trained["state"]["history"]

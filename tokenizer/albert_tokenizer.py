@@ -155,6 +155,9 @@ class AlbertTokenizer:
 
     def encode(self, text, text_pair=None, max_length=None, truncation=True):
         """One example -> dict of lists ``input_ids``, ``token_type_ids``, ``attention_mask``."""
+        for name, value in (("text", text), ("text_pair", text_pair)):
+            if value is not None and not isinstance(value, str):
+                raise TokenizerError(f"{name} must be a str, got {type(value).__name__}")
         ids_a = self.encode_ids(text)
         ids_b = self.encode_ids(text_pair) if text_pair is not None else None
         if max_length is not None:
@@ -194,8 +197,19 @@ class AlbertTokenizer:
     def __call__(self, texts, text_pairs=None, max_length=128, padding="longest", truncation=True):
         """Batch encode. ``padding``: "longest", "max_length" or None (no padding: lists)."""
         if isinstance(texts, str):
+            if text_pairs is not None and not isinstance(text_pairs, str):
+                raise TokenizerError(f"texts is one str, so text_pairs must be one str too, "
+                                     f"got {type(text_pairs).__name__}")
             texts = [texts]
             text_pairs = [text_pairs] if text_pairs is not None else None
+        # A str where a list is expected would silently be read as a list of characters.
+        for name, value in (("texts", texts), ("text_pairs", text_pairs)):
+            if value is not None and not (isinstance(value, (list, tuple))
+                                          and all(isinstance(t, str) for t in value)):
+                raise TokenizerError(f"{name} must be a str or a list of str, got {type(value).__name__}"
+                                     + (" (one str with a list of texts)" if isinstance(value, str) else ""))
+        if not texts:
+            raise TokenizerError("texts is empty")
         if text_pairs is not None and len(text_pairs) != len(texts):
             raise TokenizerError(f"{len(texts)} texts but {len(text_pairs)} text pairs")
         pairs = text_pairs if text_pairs is not None else [None] * len(texts)
@@ -220,11 +234,29 @@ def train_sentencepiece(sentences, model_prefix, vocab_size=8000, seed_sentence_
 
     cleaner = AlbertTokenizer.__new__(AlbertTokenizer)
     cleaner.remove_space, cleaner.keep_accents, cleaner.do_lower_case = True, False, True
+    cleaned = [cleaner.preprocess_text(s) for s in sentences]
+    if not any(cleaned):
+        raise TokenizerError("no text to train a SentencePiece model on")
+    for number, text in enumerate(cleaned, start=1):
+        # SentencePiece silently skips longer sentences (and fails if all are): say so instead.
+        if len(text.encode("utf-8")) > MAX_SENTENCE_BYTES:
+            raise TokenizerError(f"sentence {number} is {len(text.encode('utf-8'))} bytes long, more than "
+                                 f"SentencePiece's training limit of {MAX_SENTENCE_BYTES}; split it into shorter lines")
+    try:
+        _train_sentencepiece(spm, cleaned, model_prefix, vocab_size, seed_sentence_size)
+    except RuntimeError as err:   # SentencePiece's C++ errors, e.g. too few distinct characters
+        raise TokenizerError(f"SentencePiece training failed: {str(err).strip().splitlines()[-1]}") from None
+    return model_prefix + ".model"
+
+
+MAX_SENTENCE_BYTES = 4192   # SentencePiece's max_sentence_length default, passed explicitly
+
+
+def _train_sentencepiece(spm, cleaned, model_prefix, vocab_size, seed_sentence_size):
     spm.SentencePieceTrainer.Train(
-        sentence_iterator=(cleaner.preprocess_text(s) for s in sentences),
+        sentence_iterator=iter(cleaned), max_sentence_length=MAX_SENTENCE_BYTES,
         model_prefix=model_prefix, vocab_size=vocab_size, model_type="unigram",
         hard_vocab_limit=False,   # a small corpus gets as many pieces as it supports, not an error
         pad_id=0, unk_id=1, bos_id=-1, eos_id=-1, control_symbols=["[CLS]", "[SEP]", "[MASK]"],
         character_coverage=0.99995, input_sentence_size=seed_sentence_size,
         shuffle_input_sentence=False, num_threads=1, minloglevel=2)
-    return model_prefix + ".model"

@@ -1,0 +1,57 @@
+"""argparse value types for the scripts' numeric flags: a bad number is a one-line
+usage error (exit 2) naming the flag, never a run that silently does something else."""
+
+import argparse
+import math
+
+
+def _number(text, kind):
+    try:
+        value = kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}") from None
+    if kind is float and not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    return value
+
+
+def int_at_least(low, high=None):
+    """An integer type ``low <= n`` (``<= high`` if given)."""
+    def parse(text):
+        value = _number(text, int)
+        if value < low or (high is not None and value > high):
+            wanted = f"between {low} and {high}" if high is not None else f">= {low}"
+            raise argparse.ArgumentTypeError(f"must be an integer {wanted}, got {text!r}")
+        return value
+    parse.__name__ = "integer"
+    return parse
+
+
+def float_in(low, high, low_open=False, high_open=False):
+    """A finite float in the interval given: ``(``/``[`` per ``low_open``, ``)``/``]`` per ``high_open``;
+    ``high=None`` means no upper bound."""
+    def parse(text):
+        value = _number(text, float)
+        if (value < low or (low_open and value == low)
+                or (high is not None and (value > high or (high_open and value == high)))):
+            interval = f"{'(' if low_open else '['}{low}, {'inf)' if high is None else str(high) + (')' if high_open else ']')}"
+            raise argparse.ArgumentTypeError(f"must be a number in {interval}, got {text!r}")
+        return value
+    parse.__name__ = "number"
+    return parse
+
+
+positive_int = int_at_least(1)
+positive_float = float_in(0.0, None, low_open=True)
+non_negative_float = float_in(0.0, None)
+probability = float_in(0.0, 1.0, high_open=True)     # a dropout rate: 0 <= p < 1
+fraction = float_in(0.0, 1.0)                        # e.g. the warm-up share of the steps
+seed = int_at_least(0, 2**31 - 1)
+max_length = int_at_least(3, 1 << 20)                # [CLS] + at least one piece + [SEP]
+
+
+def os_error_text(err: OSError) -> str:
+    """``path: reason`` for an OSError from the OS, else its own message."""
+    if err.filename is not None and err.strerror:
+        return f"{err.filename}: {err.strerror}"
+    return str(err)

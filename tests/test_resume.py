@@ -1,0 +1,77 @@
+"""Faithful resume: kill -9 a training run, --resume it, and get the uninterrupted run bit for bit."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+from conftest import ROOT
+from test_scripts import TINY_MODEL, sentiment_tsv
+
+from albert_min.checkpoint import read_checkpoint, read_manifest
+
+
+def start(args, output):
+    return subprocess.Popen([sys.executable, "train.py", *args, "--output", output], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finish(process):
+    out, err = process.communicate(timeout=300)
+    assert process.returncode == 0, err[-3000:]
+    return out
+
+
+def saved_step(state_dir):
+    """The step of the training state in ``state_dir`` (None while there is none)."""
+    manifest = read_manifest(state_dir) if os.path.isdir(state_dir) else None
+    if not manifest:
+        return None
+    try:
+        return json.load(open(os.path.join(state_dir, "state.json")))["step"]
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def test_kill_9_then_resume_repeats_the_uninterrupted_run_exactly(tmp_path):
+    train_tsv = sentiment_tsv(tmp_path / "train.tsv", 64, seed=5)
+    dev_tsv = sentiment_tsv(tmp_path / "dev.tsv", 16, seed=6)
+    # 4 steps per epoch, dropout on; states after steps 2, 4 (epoch end), 6, 8: the kill lands mid-epoch
+    args = ["--train", train_tsv, "--dev", dev_tsv, "--epochs", "2", "--batch-size", "16", "--lr", "3e-3",
+            "--save-every", "2", "--dropout", "0.1", *TINY_MODEL]
+    whole, killed = str(tmp_path / "whole"), str(tmp_path / "killed")
+    uninterrupted = start(args, whole)
+    victim = start(args, killed)
+    deadline = time.time() + 240
+    while saved_step(killed + ".state") is None and time.time() < deadline and victim.poll() is None:
+        time.sleep(0.05)
+    assert victim.poll() is None, "the run finished before it could be killed"
+    step_at_kill = saved_step(killed + ".state")
+    victim.send_signal(signal.SIGKILL)
+    victim.communicate()
+    assert victim.returncode == -signal.SIGKILL and step_at_kill is not None and step_at_kill < 8
+
+    resumed_out = finish(start(args + ["--resume"], killed))
+    assert f"resumed from {killed}.state" in resumed_out
+    finish(uninterrupted)
+
+    state_a = json.load(open(os.path.join(whole + ".state", "state.json")))
+    state_b = json.load(open(os.path.join(killed + ".state", "state.json")))
+    assert state_a["step"] == state_b["step"] == 8
+    keys = ("step", "train_loss", "dev_accuracy")
+    assert [[h[k] for k in keys] for h in state_b["history"]] == [[h[k] for k in keys] for h in state_a["history"]]
+    for folder, name in ((".state", "model.ckpt"), (".state", "optimizer.ckpt"), ("", "model.ckpt")):
+        a = read_checkpoint(os.path.join(whole + folder, name))
+        b = read_checkpoint(os.path.join(killed + folder, name))
+        assert sorted(a) == sorted(b)
+        for key in a:
+            assert np.array_equal(a[key], b[key]), f"{folder}/{name}: {key} differs after resume"
+    moments = read_checkpoint(os.path.join(killed + ".state", "optimizer.ckpt"))
+    assert any(k.startswith("adam_m.") for k in moments) and any(k.startswith("adam_v.") for k in moments)
+    assert int(moments["global_step"]) == 8
+    # Nothing of ours left lying around.
+    assert [n for n in os.listdir(tmp_path) if n.startswith(".")] == []
