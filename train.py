@@ -6,12 +6,13 @@ Fine-tuning (SST-2), from scratch or from a converted checkpoint:
                     --output weights/sst2-small                       # small model from scratch
     python train.py ... --init weights/albert-base-v2 --output weights/albert-base-sst2
 
-Pre-training with masked-LM + sentence-order prediction on a text file (one
-sentence per line, blank line between documents):
+Pre-training with n-gram masked-LM + sentence-order prediction on a text file
+(one sentence per line, blank line between documents); --task nsp uses BERT's
+next-sentence prediction instead, --task mlm no sentence objective:
 
-    python train.py --task sop --text corpus.txt --output weights/sop-small
+    python train.py --task sop --text corpus.txt --output weights/sop-small --max-minutes 30
 
-The best model (by dev accuracy; for SOP, the last epoch) is written to
+The best model (by dev accuracy; in pre-training, held-out MLM accuracy) is written to
 --output atomically; the full training state (weights, AdamW moments, epoch)
 goes to <output>.state after every epoch (and --eval-every / --save-every
 steps); --resume continues from it and repeats the uninterrupted run exactly.
@@ -34,10 +35,14 @@ from albert_min import arguments as num
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--task", choices=("cls", "sop"), default="cls", help="cls: fine-tune a classifier; sop: MLM+SOP")
+    p.add_argument("--task", choices=("cls", "sop", "nsp", "mlm"), default="cls",
+                   help="cls: fine-tune a classifier; pre-train with sop: MLM+SOP, nsp: MLM+NSP, mlm: MLM only")
     p.add_argument("--train", help="training TSV (header sentence<TAB>label) for --task cls")
     p.add_argument("--dev", help="dev TSV evaluated after every epoch (--task cls)")
-    p.add_argument("--text", help="raw text for --task sop")
+    p.add_argument("--text", help="raw text for --task sop/nsp/mlm")
+    p.add_argument("--tokenizer-text", nargs="+", default=[],
+                   help="more text (lines, or a TSV's sentence column) to train a new tokenizer on, e.g. "
+                        "SST-2 train so fine-tuning meets few unknown pieces (never dev text)")
     p.add_argument("--output", required=True, help="model folder to write, e.g. weights/sst2-small")
     p.add_argument("--init", help="start from this model folder (config.json, model.ckpt, spiece.model)")
     p.add_argument("--config", help="config.json for a model trained from scratch (default: the 'small' sizes below)")
@@ -57,7 +62,11 @@ def parse_args(argv=None):
     p.add_argument("--weight-decay", type=num.non_negative_float, default=0.01)
     p.add_argument("--max-grad-norm", type=num.positive_float, default=1.0)
     p.add_argument("--max-length", type=num.max_length, default=64, help="tokens per example incl. [CLS]/[SEP]")
-    p.add_argument("--max-steps", type=num.positive_int, default=None, help="stop after this many steps (smoke runs)")
+    p.add_argument("--max-steps", type=num.positive_int, default=None,
+                   help="stop after this many steps; also the length of the LR schedule when shorter than --epochs")
+    p.add_argument("--max-minutes", type=num.positive_float, default=None,
+                   help="time budget: stop after this many minutes of training, evaluate, save the model and a "
+                        "resumable state (--resume continues mid-epoch)")
     p.add_argument("--eval-every", type=num.positive_int, default=None,
                    help="also evaluate (and keep the best) and save the training state every N steps")
     p.add_argument("--save-every", type=num.positive_int, default=None,
@@ -72,10 +81,10 @@ def parse_args(argv=None):
     args = p.parse_args(argv)
     if args.task == "cls" and not args.train:
         p.error("--task cls needs --train")
-    if args.task == "sop" and not args.text:
-        p.error("--task sop needs --text")
-    if args.task == "sop" and args.max_length < 5:
-        p.error("--task sop needs --max-length >= 5 ([CLS] a [SEP] b [SEP])")
+    if args.task in ("sop", "nsp", "mlm") and not args.text:
+        p.error(f"--task {args.task} needs --text")
+    if args.task in ("sop", "nsp", "mlm") and args.max_length < 5:
+        p.error(f"--task {args.task} needs --max-length >= 5 ([CLS] a [SEP] b [SEP])")
     if args.resume and args.force:
         p.error("--resume and --force contradict each other: continue the run, or start it again")
     return args
@@ -130,7 +139,7 @@ class Trainer:
     """Epoch loop shared by both tasks: steps, progress bar, state saving, resume."""
 
     def __init__(self, args, model, tokenizer, spiece_path, steps_per_epoch, loss_fn):
-        from albert_min.training import linear_warmup_decay, make_optimizer, make_train_step
+        from albert_min.training import linear_warmup_decay, make_optimizer
         self.args, self.model, self.tokenizer, self.spiece_path = args, model, tokenizer, spiece_path
         self.steps_per_epoch = steps_per_epoch
         self.total_steps = steps_per_epoch * args.epochs
@@ -180,8 +189,10 @@ class Trainer:
         """
         from tqdm import tqdm
         args = self.args
+        deadline = time.monotonic() + args.max_minutes * 60 if args.max_minutes else None
+        out_of_time = False
         for epoch in range(self.state["epoch"], args.epochs):
-            if self.state["step"] >= self.total_steps:
+            if self.state["step"] >= self.total_steps or out_of_time:
                 break
             self.model.set_train(True)
             losses, start = self.state["epoch_losses"], time.perf_counter()
@@ -207,11 +218,24 @@ class Trainer:
                     self.save_state()
                 elif args.save_every and self.state["step"] % args.save_every == 0 and mid_epoch:
                     self.save_state()
+                if deadline is not None and time.monotonic() >= deadline and mid_epoch:
+                    out_of_time = True   # checked after a step: at least one step per run
+                    break
             bar.close()
+            if out_of_time:
+                self.evaluate_and_keep_best(evaluate, epoch + len(losses) / self.steps_per_epoch, losses, start)
+                self.save_state()
+                print(f"stopped after --max-minutes {args.max_minutes} at step {self.state['step']}; "
+                      f"--resume continues from {self.state_dir}", flush=True)
+                break
             self.evaluate_and_keep_best(evaluate, epoch + 1, losses, start)
             self.state["epoch"] = epoch + 1
             self.state["epoch_losses"] = []
             self.save_state()
+            if deadline is not None and time.monotonic() >= deadline and self.state["step"] < self.total_steps:
+                print(f"stopped after --max-minutes {args.max_minutes} at step {self.state['step']} (end of "
+                      f"epoch {epoch + 1}); --resume continues from {self.state_dir}", flush=True)
+                break
         return self.state
 
     def evaluate_and_keep_best(self, evaluate, epoch, losses, start):
@@ -272,60 +296,60 @@ def run_classification(args, workdir):
     return trainer.run(epoch_batches, evaluate)
 
 
-def run_sop(args, workdir):
-    import mindspore as ms
-    from mindspore import ops
-    from albert_min.data import read_documents, make_sop_examples, sop_batch, mask_tokens
+def tokenizer_sentences(args, sentences):
+    """The text a new tokenizer is trained on: the training text plus --tokenizer-text files."""
+    from albert_min.data import read_tsv
+    extra = []
+    for path in args.tokenizer_text:
+        if path.endswith(".tsv"):
+            extra += read_tsv(path, require_labels=False)[0]
+        else:
+            with open(path, encoding="utf-8") as f:
+                extra += [line.strip() for line in f if line.strip()]
+    return list(sentences) + extra
+
+
+def run_pretraining(args, workdir):
+    """--task sop / nsp / mlm on --text; the pieces are in albert_min.pretraining."""
+    from albert_min import pretraining
+    from albert_min.data import read_documents, DataError
     from albert_min.modeling import AlbertForPreTraining, count_parameters
 
     documents = read_documents(args.text)
-    tokenizer, spiece_path = build_tokenizer(args, [s for d in documents for s in d], workdir)
+    if len(documents) < 2:
+        raise DataError(f"{args.text}: pre-training needs 2+ documents (blank line between them), got 1")
+    tokenizer, spiece_path = build_tokenizer(args, tokenizer_sentences(args, [s for d in documents for s in d]),
+                                             workdir)
     config = build_config(args, tokenizer, num_labels=2)
     model = build_model(AlbertForPreTraining, config, args)
-    print(f"model: {count_parameters(model) / 1e6:.2f}M parameters", flush=True)
-    docs_ids = [[tokenizer.encode_ids(s) for s in d] for d in documents]
-    held_out = make_sop_examples(docs_ids, args.max_length, random.Random(args.seed))
-    random.Random(args.seed).shuffle(held_out)
-    n_dev = max(1, len(held_out) // 20)   # 5% of the pairs, fixed, to measure SOP accuracy
-    dev_examples = held_out[:n_dev]
-    if len(held_out) < 2:
-        sys.exit(f"error: {args.text} yields {len(held_out)} SOP pairs; need documents of 2+ sentences")
-    # Held-out pairs are kept out of training in either order.
-    dev_keys = {frozenset((tuple(a), tuple(b))) for a, b, _ in dev_examples}
-    vocab = config.vocab_size
+    print(f"model: {count_parameters(model) / 1e6:.2f}M parameters, E={config.embedding_size} "
+          f"H={config.hidden_size} L={config.num_hidden_layers} sharing={config.cross_layer_sharing}", flush=True)
+    train_docs, heldout_docs = pretraining.split_documents(documents, 0.05, random.Random(args.seed))
+    train_ids = [[tokenizer.encode_ids(s) for s in d] for d in train_docs]
+    heldout_ids = [[tokenizer.encode_ids(s) for s in d] for d in heldout_docs]
+    batcher = pretraining.PretrainingBatcher(tokenizer, args.max_length)
+    heldout = pretraining.HeldOut(heldout_ids, batcher, args.max_length, args.batch_size, args.seed)
+    print(f"{len(train_docs)} training documents, {len(heldout_docs)} held out "
+          f"({len(heldout.sets['sop'])} SOP + {len(heldout.sets['nsp'])} NSP pairs)", flush=True)
 
-    def loss_fn(input_ids, token_type_ids, attention_mask, mlm_labels, sop_labels):
-        mlm_logits, sop_logits = model(input_ids, token_type_ids, attention_mask)
-        mlm = ops.cross_entropy(mlm_logits.reshape(-1, vocab), mlm_labels.reshape(-1), ignore_index=-1)
-        return mlm + ops.cross_entropy(sop_logits, sop_labels)
-
-    def batches(examples, mask_rng):
-        for start in range(0, len(examples), args.batch_size):
-            input_ids, token_type_ids, attention_mask, sop_labels = sop_batch(examples[start:start + args.batch_size],
-                                                                               tokenizer)
-            masked, mlm_labels = mask_tokens(input_ids, attention_mask, tokenizer, mask_rng)
-            yield masked, token_type_ids, attention_mask, mlm_labels, sop_labels
+    def epoch_examples(epoch):
+        # New cuts, swaps / negatives and masks every epoch from the same documents.
+        examples = pretraining.make_sentence_examples(args.task, train_ids, args.max_length,
+                                                      random.Random(args.seed + 1000 + epoch))
+        random.Random(args.seed + epoch).shuffle(examples)
+        return examples
 
     def epoch_batches(epoch):
-        # New random cuts, swaps and masks every epoch from the same documents.
-        examples = make_sop_examples(docs_ids, args.max_length, random.Random(args.seed + 1000 + epoch))
-        examples = [e for e in examples if frozenset((tuple(e[0]), tuple(e[1]))) not in dev_keys]
-        random.Random(args.seed + epoch).shuffle(examples)
-        yield from batches(examples, np.random.default_rng(args.seed + epoch))
+        examples, rng = epoch_examples(epoch), np.random.default_rng(args.seed + epoch)
+        for start in range(0, len(examples), args.batch_size):
+            yield batcher(examples[start:start + args.batch_size], rng)
 
     def evaluate():
-        correct_sop = correct_mlm = total_mlm = 0
-        for masked, tt, am, mlm_labels, sop_labels in batches(dev_examples, np.random.default_rng(0)):
-            mlm_logits, sop_logits = model(ms.Tensor(masked), ms.Tensor(tt), ms.Tensor(am))
-            correct_sop += int((sop_logits.asnumpy().argmax(-1) == sop_labels).sum())
-            target = mlm_labels >= 0
-            correct_mlm += int((mlm_logits.asnumpy().argmax(-1)[target] == mlm_labels[target]).sum())
-            total_mlm += int(target.sum())
-        sop_acc = correct_sop / len(dev_examples)
-        return sop_acc, {"heldout_sop_accuracy": sop_acc, "heldout_mlm_accuracy": correct_mlm / max(1, total_mlm)}
+        metrics = heldout.evaluate(model, progress=not args.quiet)
+        return metrics["heldout_mlm_accuracy"], metrics
 
-    steps = math.ceil(len(held_out) / args.batch_size)
-    trainer = Trainer(args, model, tokenizer, spiece_path, steps, loss_fn)
+    steps = math.ceil(len(epoch_examples(0)) / args.batch_size)   # later epochs differ by a few cuts
+    trainer = Trainer(args, model, tokenizer, spiece_path, steps, pretraining.make_loss_fn(model, args.task))
     if args.resume:
         trainer.resume()
     return trainer.run(epoch_batches, evaluate)
@@ -383,7 +407,7 @@ def train(args):
     set_cpu_threads()   # one kernel thread: same seed, same run (see its docstring)
     seed_everything(args.seed)
     with tempfile.TemporaryDirectory() as workdir:
-        runner = run_classification if args.task == "cls" else run_sop
+        runner = run_classification if args.task == "cls" else run_pretraining
         state = runner(args, workdir)
     print(f"done: best score {state['best']}, model in {args.output}")
     return state

@@ -15,6 +15,9 @@ from .errors import AlbertMinError
 
 ACTIVATIONS = ("gelu", "gelu_new", "relu", "tanh")
 GROUP_MAPPINGS = ("hf", "google")     # see modeling.loop_group
+# What the L loops share (the paper's Table 4): everything (ALBERT), only the
+# attention sub-block, only the feed-forward sub-block, or nothing (BERT's stack).
+SHARING_STRATEGIES = ("all", "attention", "ffn", "none")
 
 # Keys HF writes into config.json that say nothing about the network itself.
 _IGNORED_HF_KEYS = {
@@ -81,6 +84,10 @@ class AlbertConfig:
     classifier_dropout_prob: float = 0.1
     num_labels: int = 2
     group_mapping: str = "hf"            # loop -> group formula of the checkpoint's origin: "hf" or "google"
+    # albert_min only, written to config.json only when not "all": one of
+    # SHARING_STRATEGIES. Anything but "all" gives every loop its own layer
+    # (so num_hidden_groups must stay 1) and ties the shared sub-block across them.
+    cross_layer_sharing: str = "all"
 
     def __post_init__(self):
         self.validate()
@@ -110,6 +117,11 @@ class AlbertConfig:
             raise ConfigError(
                 f"num_hidden_groups ({self.num_hidden_groups}) cannot exceed "
                 f"num_hidden_layers ({self.num_hidden_layers})")
+        if self.cross_layer_sharing not in SHARING_STRATEGIES:
+            raise ConfigError(f"cross_layer_sharing {self.cross_layer_sharing!r} is not one of {SHARING_STRATEGIES}")
+        if self.cross_layer_sharing != "all" and (self.num_hidden_groups, self.inner_group_num) != (1, 1):
+            raise ConfigError(f"cross_layer_sharing {self.cross_layer_sharing!r} gives every loop its own layer; "
+                              f"it needs num_hidden_groups = inner_group_num = 1")
         if not isinstance(self.hidden_act, str) or self.hidden_act not in ACTIVATIONS:
             raise ConfigError(f"hidden_act {self.hidden_act!r} is not one of {ACTIVATIONS}")
         for name in ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout_prob"):
@@ -170,6 +182,8 @@ class AlbertConfig:
         data = dataclasses.asdict(self)
         if data["group_mapping"] == "hf":      # albert_min's own field: written only when it matters
             del data["group_mapping"]
+        if data["cross_layer_sharing"] == "all":   # HF-shaped config.json for ALBERT's default
+            del data["cross_layer_sharing"]
         data["model_type"] = "albert"
         data["id2label"] = {str(i): f"LABEL_{i}" for i in range(self.num_labels)}
         return data

@@ -223,16 +223,30 @@ class AlbertEncoder(nn.Cell):
     With ``num_hidden_groups = G > 1`` the L loops are split into G runs,
     each with its own parameters (G = L gives BERT's unshared stack); which
     group runs which loop follows ``config.group_mapping`` (see ``loop_group``).
+
+    ``cross_layer_sharing`` other than ``"all"`` (the paper's Table 4) builds one
+    layer per loop and then makes every loop reuse loop 0's attention sub-block
+    (``"attention"``) or feed-forward sub-block (``"ffn"``), or nothing (``"none"``).
+    A reused sub-block is the same Cell, so its parameters exist once, under
+    loop 0's names.
     """
+
+    FFN_PARTS = ("ffn", "ffn_output", "full_layer_layer_norm")   # AlbertLayer's feed-forward sub-block
 
     def __init__(self, config: AlbertConfig):
         super().__init__()
+        sharing = config.cross_layer_sharing
         self.num_hidden_layers = config.num_hidden_layers
-        self.num_hidden_groups = config.num_hidden_groups
+        self.num_hidden_groups = config.num_hidden_groups if sharing == "all" else config.num_hidden_layers
         self.embedding_hidden_mapping_in = dense(config.embedding_size, config.hidden_size, config)
-        self.albert_layer_groups = nn.CellList([AlbertLayerGroup(config) for _ in range(config.num_hidden_groups)])
+        self.albert_layer_groups = nn.CellList([AlbertLayerGroup(config) for _ in range(self.num_hidden_groups)])
+        shared_parts = {"attention": ("attention",), "ffn": self.FFN_PARTS}.get(sharing, ())
+        first_layer = self.albert_layer_groups[0].albert_layers[0]
+        for group in self.albert_layer_groups[1:]:
+            for part in shared_parts:
+                setattr(group.albert_layers[0], part, getattr(first_layer, part))
         # Worked out once here: plain ints, so a compiled graph sees constants.
-        self.loop_groups = tuple(loop_group(i, config.num_hidden_layers, config.num_hidden_groups,
+        self.loop_groups = tuple(loop_group(i, config.num_hidden_layers, self.num_hidden_groups,
                                             config.group_mapping) for i in range(config.num_hidden_layers))
 
     def group_of_loop(self, i):
@@ -474,9 +488,17 @@ def backbone_parameter_count(config: AlbertConfig) -> int:
     projection = E * H + H
     attention = 4 * (H * H + H) + 2 * H
     ffn = (H * I + I) + (I * H + H) + 2 * H
-    distinct_layers = config.num_hidden_groups * config.inner_group_num
+    L, sharing = config.num_hidden_layers, config.cross_layer_sharing
+    distinct_layers = config.num_hidden_groups * config.inner_group_num if sharing == "all" else L
+    distinct_attention = 1 if sharing == "attention" else distinct_layers
+    distinct_ffn = 1 if sharing == "ffn" else distinct_layers
     pooler = H * H + H
-    return embeddings + projection + distinct_layers * (attention + ffn) + pooler
+    return embeddings + projection + distinct_attention * attention + distinct_ffn * ffn + pooler
+
+
+# The paper's Table 4: ALBERT-base (L=12, H=768) parameters by sharing strategy and E.
+TABLE4_PARAMETERS = {(768, "all"): 31e6, (768, "attention"): 83e6, (768, "ffn"): 57e6, (768, "none"): 108e6,
+                     (128, "all"): 12e6, (128, "attention"): 64e6, (128, "ffn"): 38e6, (128, "none"): 89e6}
 
 
 def parameter_table(names=("base", "large", "xlarge", "xxlarge", "bert-base", "bert-large")) -> str:

@@ -1,0 +1,228 @@
+"""Pre-training pieces: n-gram masking statistics, SOP/NSP pairs, the held-out split,
+sharing strategies (Table 4), factorized E, and --max-minutes stop + resume."""
+
+import collections
+import json
+import os
+import random
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import ROOT
+
+sys.path.insert(0, ROOT)
+import train  # noqa: E402
+from albert_min import pretraining  # noqa: E402
+from albert_min.config import AlbertConfig, ConfigError, SHARING_STRATEGIES  # noqa: E402
+from albert_min.modeling import (AlbertForPreTraining, AlbertModel, TABLE4_PARAMETERS,  # noqa: E402
+                                 backbone_parameter_count, count_parameters)
+
+SPECIAL = {0, 1, 2, 3, 4}   # <pad> <unk> [CLS] [SEP] [MASK]
+MASK = 4
+
+
+def words_sequence(rng, n_words, max_pieces_per_word=3, vocab=200):
+    """[CLS] a [SEP] b [SEP] with words of 1-3 pieces; ids >= 100 start a word, 5..99 continue one."""
+    ids = [2]
+    for w in range(n_words):
+        ids.append(rng.randrange(100, vocab))
+        ids += [rng.randrange(5, 100) for _ in range(rng.randrange(max_pieces_per_word))]
+        if w == n_words // 2:
+            ids.append(3)
+    return ids + [3]
+
+
+WORD_START = np.array([i >= 100 or i in SPECIAL for i in range(200)])
+RANDOM_IDS = np.arange(5, 200)
+
+
+def mask_many(n, seed=0, max_pieces_per_word=3, length_words=40):
+    rng, np_rng = random.Random(seed), np.random.default_rng(seed)
+    for _ in range(n):
+        ids = words_sequence(rng, length_words, max_pieces_per_word)
+        yield ids, pretraining.ngram_mask(ids, WORD_START, SPECIAL, RANDOM_IDS, MASK, np_rng, max_predictions=1000)
+
+
+def test_ngram_masking_predicts_15_percent_and_never_special_tokens():
+    fractions = []
+    for ids, (masked, positions, originals) in mask_many(300):
+        assert len(masked) == len(ids) and positions == sorted(set(positions))
+        assert all(ids[i] not in SPECIAL for i in positions)
+        assert originals == [ids[i] for i in positions]
+        assert all(m == o for i, (m, o) in enumerate(zip(masked, ids)) if i not in set(positions))
+        assert len(positions) <= round(0.15 * len(ids))
+        fractions.append(len(positions) / len(ids))
+    assert 0.13 < np.mean(fractions) <= 0.15
+
+
+def test_ngram_masking_80_10_10():
+    outcome = collections.Counter()
+    for ids, (masked, positions, _) in mask_many(600):
+        for i in positions:
+            outcome["mask" if masked[i] == MASK else "same" if masked[i] == ids[i] else "random"] += 1
+    total = sum(outcome.values())
+    # A random replacement can draw the original piece (1 in 195): "same" is a hair over 10%.
+    assert abs(outcome["mask"] / total - 0.8) < 0.02
+    assert abs(outcome["random"] / total - 0.1) < 0.015
+    assert abs(outcome["same"] / total - 0.1) < 0.015
+
+
+def test_ngram_spans_are_whole_words_with_p_n_proportional_to_1_over_n():
+    """With one piece per word, each masked run of consecutive positions is one n-gram
+    (or neighbouring n-grams that touch); lengths follow 6/11, 3/11, 2/11 roughly."""
+    spans = collections.Counter()
+    for ids, (masked, positions, _) in mask_many(2000, max_pieces_per_word=1, length_words=120):
+        run = 1
+        for a, b in zip(positions, positions[1:] + [None]):
+            if b == a + 1:
+                run += 1
+            else:
+                spans[min(run, 4)] += 1
+                run = 1
+    total = sum(spans.values())
+    p1, p2, p3 = (spans[n] / total for n in (1, 2, 3))
+    # Ideal 0.545 / 0.273 / 0.182; touching spans and shorter fall-backs at the budget's end blur it a little.
+    assert 0.45 < p1 < 0.62 and 0.2 < p2 < 0.33 and 0.12 < p3 < 0.24 and p1 > p2 > p3
+    # Multi-piece words are masked whole: never a continuation piece without its word start.
+    for ids, (masked, positions, _) in mask_many(300, max_pieces_per_word=3):
+        chosen = set(positions)
+        for i in chosen:
+            if not WORD_START[ids[i]]:
+                assert i - 1 in chosen
+
+
+def documents(n_docs=12, n_sentences=6, seed=0):
+    rng = random.Random(seed)
+    return [[[100 * d + 10 * s + k for k in range(rng.randint(3, 7))] for s in range(n_sentences)]
+            for d in range(n_docs)]
+
+
+def test_sop_pairs_are_consecutive_text_swapped_half_the_time():
+    docs = documents(40)
+    examples = pretraining.make_sentence_examples("sop", docs, 24, random.Random(1))
+    labels = [y for _, _, y in examples]
+    assert 0.35 < np.mean(labels) < 0.65
+    for a, b, y in examples:
+        first, second = (b, a) if y else (a, b)
+        assert first[-1] // 100 == second[0] // 100               # same document
+        assert len(a) + len(b) <= 24 - 3
+        # the second segment starts right where the first one ends (next piece or next sentence)
+        assert second[0] == first[-1] + 1 or second[0] % 10 == 0 and second[0] // 10 == first[-1] // 10 + 1
+
+
+def test_nsp_negatives_come_from_another_document():
+    docs = documents(40)
+    examples = pretraining.make_nsp_examples(docs, 24, random.Random(2))
+    labels = [y for _, _, y in examples]
+    assert 0.35 < np.mean(labels) < 0.65
+    for a, b, y in examples:
+        assert b and len(a) + len(b) <= 24 - 3
+        same_doc = a[0] // 100 == b[0] // 100
+        assert same_doc == (y == 0)
+        if y == 0:
+            assert b[0] > a[-1]   # positives: B comes after A
+
+
+def test_heldout_split_has_no_document_overlap():
+    docs = [[f"doc {i} line {j}" for j in range(3)] for i in range(200)]
+    train_docs, heldout = pretraining.split_documents(docs, 0.05, random.Random(0))
+    assert len(heldout) == 10 and len(train_docs) == 190
+    assert not {d[0] for d in train_docs} & {d[0] for d in heldout}
+    assert sorted(map(tuple, train_docs + heldout)) == sorted(map(tuple, docs))
+
+
+# --------------------------------------------------------- sharing (Table 4)
+@pytest.mark.parametrize("sharing", SHARING_STRATEGIES)
+def test_sharing_strategy_parameter_count_matches_built_model(sharing):
+    config = AlbertConfig(vocab_size=60, embedding_size=8, hidden_size=16, num_hidden_layers=3,
+                          num_attention_heads=2, intermediate_size=24, cross_layer_sharing=sharing)
+    model = AlbertModel(config)
+    assert count_parameters(model) == backbone_parameter_count(config)
+    names = [p.name for p in model.trainable_params()]
+    assert len(names) == len(set(names))
+    if sharing == "all":
+        assert not any("albert_layer_groups.1" in n for n in names)
+    if sharing == "attention":
+        assert not any("groups.1.albert_layers.0.attention" in n for n in names)
+        assert any("groups.2.albert_layers.0.ffn.weight" in n for n in names)
+    if sharing == "ffn":
+        assert any("groups.2.albert_layers.0.attention.query" in n for n in names)
+        assert not any("groups.1.albert_layers.0.ffn" in n or "groups.1.albert_layers.0.full_layer" in n
+                       for n in names)
+
+
+@pytest.mark.parametrize("E,sharing", sorted(TABLE4_PARAMETERS))
+def test_table4_parameter_counts_within_3_percent_of_the_paper(E, sharing):
+    config = AlbertConfig.preset("base", embedding_size=E, cross_layer_sharing=sharing)
+    assert backbone_parameter_count(config) == pytest.approx(TABLE4_PARAMETERS[E, sharing], rel=0.03)
+
+
+def test_sharing_is_written_only_when_not_the_default(tmp_path):
+    default = AlbertConfig(hidden_size=32, num_attention_heads=2, intermediate_size=48)
+    assert "cross_layer_sharing" not in default.to_dict()
+    ffn = AlbertConfig(hidden_size=32, num_attention_heads=2, intermediate_size=48, cross_layer_sharing="ffn")
+    ffn.to_json_file(tmp_path / "config.json")
+    assert AlbertConfig.from_json_file(str(tmp_path / "config.json")).cross_layer_sharing == "ffn"
+    with pytest.raises(ConfigError, match="cross_layer_sharing"):
+        AlbertConfig(cross_layer_sharing="some")
+    with pytest.raises(ConfigError, match="num_hidden_groups"):
+        AlbertConfig(cross_layer_sharing="none", num_hidden_groups=2)
+
+
+# ----------------------------------------------------------- end to end runs
+def corpus(path, n_docs=40, seed=0):
+    rng = random.Random(seed)
+    words = "the movie film plot was really quite a story acting good bad great dull".split()
+    with open(path, "w") as f:
+        for _ in range(n_docs):
+            for i in range(5):
+                f.write(" ".join(rng.sample(words, 6)) + f" part {i} .\n")
+            f.write("\n")
+    return str(path)
+
+
+def tiny(embedding_size=16, hidden=32):
+    return ["--embedding-size", str(embedding_size), "--hidden-size", str(hidden), "--layers", "2", "--heads", "2",
+            "--intermediate-size", "48", "--vocab-size", "60", "--max-length", "32", "--batch-size", "8", "--quiet"]
+
+
+@pytest.mark.parametrize("task,sharing", [("sop", "attention"), ("nsp", "ffn"), ("mlm", "none")])
+def test_each_objective_and_sharing_strategy_trains(tmp_path, task, sharing):
+    config = tmp_path / "config.json"
+    AlbertConfig(vocab_size=60, embedding_size=16, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                 intermediate_size=48, max_position_embeddings=128, cross_layer_sharing=sharing).to_json_file(config)
+    out = str(tmp_path / "pre")
+    state = train.main(["--task", task, "--text", corpus(tmp_path / "c.txt"), "--output", out, "--config",
+                        str(config), "--max-steps", "3", *tiny()])
+    record = state["history"][-1]
+    assert state["step"] == 3 and np.isfinite(record["train_loss"])
+    assert {"heldout_mlm_accuracy", "heldout_sop_accuracy", "heldout_nsp_accuracy"} <= set(record)
+    assert AlbertForPreTraining.from_pretrained(out).config.cross_layer_sharing == sharing
+    with open(os.path.join(out, "config.json")) as f:
+        assert json.load(f)["cross_layer_sharing"] == sharing
+
+
+@pytest.mark.parametrize("E", [8, 32])   # E from well below H up to E = H
+def test_factorized_embedding_sizes_pretrain(tmp_path, E):
+    out = str(tmp_path / "pre")
+    state = train.main(["--task", "sop", "--text", corpus(tmp_path / "c.txt"), "--output", out, "--max-steps", "2",
+                        *tiny(embedding_size=E)])
+    assert state["step"] == 2
+    model = AlbertForPreTraining.from_pretrained(out)
+    assert model.albert.embeddings.word_embeddings.weight.shape[1] == E
+
+
+def test_max_minutes_stops_cleanly_and_resume_finishes_the_same_steps(tmp_path):
+    text = corpus(tmp_path / "c.txt", n_docs=60)
+    out = str(tmp_path / "pre")
+    args = ["--task", "sop", "--text", text, "--output", out, "--epochs", "2", *tiny()]
+    stopped = train.main(args + ["--max-minutes", "0.0001"])   # out of time after the first step
+    assert stopped["step"] == 1 and stopped["epoch"] == 0 and len(stopped["epoch_losses"]) == 1
+    assert os.path.isfile(os.path.join(out, "model.ckpt"))
+    with open(out + ".state/state.json") as f:
+        assert json.load(f)["step"] == 1
+    resumed = train.main(args + ["--resume"])
+    full = train.main(args[:5] + [str(tmp_path / "full")] + args[6:])
+    assert resumed["step"] == full["step"] and resumed["epoch"] == full["epoch"] == 2
