@@ -63,8 +63,9 @@ def compile_cache(root, model, shapes):
     shapes; weights are inputs of the graph, not part of it. A new folder is
     filled under a temporary name and renamed when the run succeeded, so
     concurrent or interrupted runs never leave a half-written cache. Once
-    per process (the first compile must be a cached one); later calls,
-    root=None and scripts without a file (``python -c``) run without it.
+    per process, and meant for a process whose first compiles these are
+    (evaluate.py): MindSpore counts every compile of the process. Later
+    calls, root=None and scripts without a file (``python -c``) run without it.
     """
     global _CACHE_USED
     # MindSpore hashes the entry script (sys.argv[0]) into the cache: none under `python -c` or a REPL.
