@@ -37,6 +37,8 @@ def parse_args(argv=None):
     p.add_argument("--output", help="write predictions here as TSV: sentence, label, prediction, p(positive)")
     p.add_argument("--json", action="store_true", help="print the metrics as JSON")
     p.add_argument("--no-jit", action="store_true", help="PyNative instead of a compiled graph")
+    p.add_argument("--no-compile-cache", action="store_true",
+                   help="do not keep compiled graphs in $ALBERT_MIN_CACHE (default ~/.cache/albert_min/compile)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p.parse_args(argv)
 
@@ -110,7 +112,7 @@ def evaluate(args):
     from albert_min.training import set_cpu_threads
     set_cpu_threads()
     from albert_min.modeling import AlbertForSequenceClassification
-    from albert_min.classify import predict, binary_metrics
+    from albert_min.classify import predict, binary_metrics, default_compile_cache
     from tokenizer import AlbertTokenizer
     model = AlbertForSequenceClassification.from_pretrained(args.model)
     if model.config.num_labels != 2:
@@ -119,7 +121,8 @@ def evaluate(args):
     tokenizer = AlbertTokenizer.from_pretrained(args.model)
     max_length = min(args.max_length or training_max_length(args.model), model.config.max_position_embeddings)
     probs, seconds = predict(model, tokenizer, sentences, args.batch_size, max_length,
-                             use_jit=not args.no_jit, progress=not (args.quiet or args.json))
+                             use_jit=not args.no_jit, progress=not (args.quiet or args.json),
+                             cache_dir=None if args.no_compile_cache else default_compile_cache())
     if not np.isfinite(probs).all():
         raise CheckpointError(f"{args.model}: the model gives non-finite outputs (NaN/Inf) on {args.data}; "
                               "its weights or config are broken")

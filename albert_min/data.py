@@ -84,16 +84,22 @@ def encode_all(tokenizer, sentences, max_length):
     return [tokenizer.encode(s, max_length=max_length)["input_ids"] for s in sentences]
 
 
-def pad_batch(rows, pad_id, pad_multiple=8):
+def pad_batch(rows, pad_id, pad_multiple=8, length=None, num_rows=None):
     """List of id lists -> (input_ids, token_type_ids, attention_mask), int32 ``[B, S]``.
 
-    S = longest row rounded up to ``pad_multiple``. Single segments only, so
-    token types are all 0.
+    S = ``length`` if given, else the longest row rounded up to ``pad_multiple``.
+    ``num_rows`` > len(rows) appends filler rows (all padding, attention on
+    position 0 only) so every batch of a bucket has one shape; callers drop
+    their outputs. Single segments only, so token types are all 0.
     """
     longest = max(len(r) for r in rows)
-    seq = -(-longest // pad_multiple) * pad_multiple
-    input_ids = np.full((len(rows), seq), pad_id, np.int32)
-    attention_mask = np.zeros((len(rows), seq), np.int32)
+    seq = length or -(-longest // pad_multiple) * pad_multiple
+    if longest > seq:
+        raise ValueError(f"a row of {longest} tokens does not fit length {seq}")
+    B = max(num_rows or 0, len(rows))
+    input_ids = np.full((B, seq), pad_id, np.int32)
+    attention_mask = np.zeros((B, seq), np.int32)
+    attention_mask[len(rows):, 0] = 1          # filler rows: one visible position, no all-masked softmax
     for i, r in enumerate(rows):
         input_ids[i, :len(r)] = r
         attention_mask[i, :len(r)] = 1
@@ -106,6 +112,37 @@ def eval_batches(encoded, batch_size):
     for start in range(0, len(order), batch_size):
         idx = order[start:start + batch_size]
         yield idx, [encoded[i] for i in idx]
+
+
+def bucket_length(n, max_length, smallest=16):
+    """Padded length for a row of ``n`` tokens: the next power of two from 16 (16, 32, 64, 128...),
+    or ``max_length`` when that is shorter."""
+    length = smallest
+    while length < n:
+        length *= 2
+    return min(length, max(max_length, n))
+
+
+def bucketed_eval_batches(encoded, batch_size, max_length):
+    """Batches with few distinct shapes, for compiled graphs: yields (indices, rows, num_rows, length).
+
+    Rows sorted by length are padded to ``bucket_length`` (16/32/64/128...),
+    so a graph mode run compiles 3-4 shapes instead of one per multiple of 8.
+    Short buckets take more rows (``batch_size * 64 // length``), keeping
+    about the same tokens per batch. Every batch of a bucket has ``num_rows``
+    rows: the last one is topped up with filler rows (``pad_batch(num_rows=)``),
+    fewer on small inputs (the bucket's row count rounded up to 8).
+    """
+    order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
+    buckets = {}
+    for i in order:
+        buckets.setdefault(bucket_length(len(encoded[i]), max_length), []).append(i)
+    for length, members in buckets.items():          # ascending: dicts keep insertion order
+        full = batch_size * max(1, 64 // length)
+        num_rows = min(full, -(-len(members) // 8) * 8)
+        for start in range(0, len(members), num_rows):
+            idx = members[start:start + num_rows]
+            yield idx, [encoded[i] for i in idx], num_rows, length
 
 
 def train_batches(encoded, labels, batch_size, rng: random.Random, bucket_batches=50):

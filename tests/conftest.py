@@ -20,6 +20,12 @@ from albert_min.training import set_cpu_threads  # noqa: E402
 set_cpu_threads(1)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _compile_cache_in_a_temporary_folder(tmp_path_factory):
+    """evaluate.py keeps compiled graphs in $ALBERT_MIN_CACHE: not the user's ~/.cache during tests."""
+    os.environ["ALBERT_MIN_CACHE"] = str(tmp_path_factory.mktemp("compile_cache"))
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: long end-to-end runs; excluded by default, run with -m slow")
 

@@ -1,0 +1,294 @@
+"""Every speed goal of albert_min against transformers + torch, measured side by side in one run.
+
+    /work/refenv/bin/python benchmarks/speed.py            # all rows (about 10 min on 2 busy cores)
+    /work/refenv/bin/python benchmarks/speed.py --quick    # SST-2 rows only
+    /work/refenv/bin/python benchmarks/speed.py --json     # one JSON object, for tracking
+
+Rows (ratio = reference seconds / our seconds: above 1 means we are faster):
+
+* evaluate.py end to end on SST-2 dev with weights/sst2-small: model load ->
+  tokenise -> predict -> metrics, imports excluded. Ours runs in fresh
+  subprocesses through the same calls evaluate.py makes, first with an empty
+  compile cache (cold), then again with the cache it left (warm). The
+  reference builds transformers' AlbertForSequenceClassification, loads the
+  same weights from a torch checkpoint, and predicts the same token ids in
+  length-sorted batches of 64. "steady" is a second predict in the same
+  process (graphs compiled, weights loaded).
+* sst2-small encoder (batch 64, seq 32) and train step (forward, backward,
+  clipping, AdamW; batch 64, seq 32); base encoder (batch 32, seq 128) and
+  base fine-tuning step (batch 8, seq 128): random ids with padded rows,
+  the same weights in both frameworks.
+
+Each timing is the median of --repeats runs, ours and the reference
+alternating, so both see the same machine load (printed with ``uptime``).
+MindSpore runs with --ms-threads kernel threads (1: its matmuls parallelise
+on their own and 1 measured fastest); torch is timed at every count in
+--torch-threads (default 1 and 2) and each row reports its fastest.
+torch and transformers are dev-time tools, never imported by albert_min.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+MODEL = os.path.join(ROOT, "weights", "sst2-small")
+DEV = os.path.join(os.path.dirname(ROOT), "shared", "data", "sst2", "dev.tsv")
+
+# Our evaluate.py path, timed from after the imports; run in a subprocess so
+# that "cold" really is a fresh process with nothing compiled.
+OURS_EVAL = r"""
+import json, sys, time
+import mindspore as ms
+ms.set_device("CPU")
+from albert_min.training import set_cpu_threads
+set_cpu_threads(int(sys.argv[4]))
+from albert_min.modeling import AlbertForSequenceClassification
+from albert_min.classify import predict, binary_metrics
+from albert_min.data import read_tsv
+from tokenizer import AlbertTokenizer
+model_dir, data, cache = sys.argv[1:4]
+start = time.perf_counter()
+model = AlbertForSequenceClassification.from_pretrained(model_dir)
+tokenizer = AlbertTokenizer.from_pretrained(model_dir)
+sentences, labels = read_tsv(data)
+probs, _ = predict(model, tokenizer, sentences, 64, 64, progress=False, cache_dir=cache)
+metrics = binary_metrics(labels, probs.argmax(-1))
+end_to_end = time.perf_counter() - start
+steady = []
+for _ in range(int(sys.argv[5])):
+    steady.append(predict(model, tokenizer, sentences, 64, 64, progress=False)[1])
+print(json.dumps({"end_to_end": end_to_end, "steady": steady, "accuracy": metrics["accuracy"]}))
+"""
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--repeats", type=int, default=3, help="runs per timing; the median is reported")
+    p.add_argument("--quick", action="store_true", help="skip the base-size rows")
+    p.add_argument("--ms-threads", type=int, default=1)
+    p.add_argument("--torch-threads", default="1,2",
+                   help="torch thread counts to try; each row reports torch at its fastest (default: %(default)s)")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    return p.parse_args()
+
+
+def median_pair(ours, reference, repeats, torch_threads):
+    """Median seconds of ours and of the reference at its best thread count, all run
+    alternately ``repeats`` times after a warm-up. Returns (ours, reference, threads)."""
+    import torch
+    ours()
+    for n in torch_threads:
+        torch.set_num_threads(n)
+        reference()
+    a, b = [], {n: [] for n in torch_threads}
+    for _ in range(repeats):
+        start = time.perf_counter()
+        ours()
+        a.append(time.perf_counter() - start)
+        for n in torch_threads:
+            torch.set_num_threads(n)
+            start = time.perf_counter()
+            reference()
+            b[n].append(time.perf_counter() - start)
+    best = min(torch_threads, key=lambda n: np.median(b[n]))
+    return float(np.median(a)), float(np.median(b[best])), best
+
+
+# ------------------------------------------------------------------ evaluate.py
+def torch_eval(torch_dir, encoded, labels, hf_config):
+    """The reference's evaluate: build, load a torch checkpoint, predict sorted batches, metrics."""
+    import torch
+    import transformers
+    from albert_min.classify import binary_metrics
+    from albert_min.data import eval_batches, pad_batch
+    start = time.perf_counter()
+    model = transformers.AlbertForSequenceClassification(hf_config)
+    model.load_state_dict(torch.load(os.path.join(torch_dir, "pytorch_model.bin")), strict=False)
+    model.eval()
+
+    def predict():
+        t0 = time.perf_counter()
+        probs = np.zeros((len(encoded), 2), np.float32)
+        with torch.no_grad():
+            for idx, rows in eval_batches(encoded, 64):
+                ids, types, mask = (torch.from_numpy(a.astype(np.int64)) for a in pad_batch(rows, 0))
+                probs[idx] = model(input_ids=ids, token_type_ids=types, attention_mask=mask).logits.softmax(-1).numpy()
+        return probs, time.perf_counter() - t0
+
+    probs, _ = predict()
+    metrics = binary_metrics(labels, probs.argmax(-1))
+    return time.perf_counter() - start, predict()[1], metrics["accuracy"]
+
+
+def hf_config_of(config):
+    import transformers
+    hf = transformers.AlbertConfig(**{k: v for k, v in config.to_dict().items()
+                                      if k not in ("model_type", "id2label", "num_labels")},
+                                   num_labels=config.num_labels)
+    hf._attn_implementation = "eager"
+    return hf
+
+
+def evaluate_rows(args, rows):
+    import torch
+    from albert_min.data import encode_all, read_tsv
+    from albert_min.modeling import AlbertForSequenceClassification
+    from tokenizer import AlbertTokenizer
+    ours_model = AlbertForSequenceClassification.from_pretrained(MODEL)
+    tokenizer = AlbertTokenizer.from_pretrained(MODEL)
+    sentences, labels = read_tsv(DEV)
+    encoded = encode_all(tokenizer, sentences, 64)
+    hf_config = hf_config_of(ours_model.config)
+    with tempfile.TemporaryDirectory() as tmp:
+        torch.save({p.name: torch.from_numpy(p.asnumpy()) for p in ours_model.get_parameters()},
+                   os.path.join(tmp, "pytorch_model.bin"))
+        env = dict(os.environ, PYTHONPATH=ROOT)
+        script = os.path.join(tmp, "ours_evaluate.py")     # a file: MindSpore's cache hashes the entry script
+        with open(script, "w") as f:
+            f.write(OURS_EVAL)
+        cold, warm, steady, ref_e2e, ref_steady = [], [], [], {}, {}
+        for rep in range(args.repeats):
+            cache = os.path.join(tmp, f"cache{rep}")
+            for out in (cold, warm):
+                proc = subprocess.run([sys.executable, script, MODEL, DEV, cache, str(args.ms_threads),
+                                       "1" if out is warm else "0"],
+                                      cwd=ROOT, env=env, capture_output=True, text=True)
+                if proc.returncode:
+                    sys.exit(f"error: our evaluate run failed:\n{proc.stderr[-2000:]}")
+                result = json.loads(proc.stdout.strip().splitlines()[-1])
+                out.append(result["end_to_end"])
+                steady += result["steady"]
+            for threads in args.torch_threads:
+                torch.set_num_threads(threads)
+                e2e, st, ref_accuracy = torch_eval(tmp, encoded, labels, hf_config)
+                ref_e2e.setdefault(threads, []).append(e2e)
+                ref_steady.setdefault(threads, []).append(st)
+    n = len(sentences)
+    best = min(ref_e2e, key=lambda t: np.median(ref_e2e[t]))
+    ref = float(np.median(ref_e2e[best]))
+    for name, ours in (("evaluate.py end to end, cold cache", cold), ("evaluate.py end to end, warm cache", warm)):
+        rows.append({"what": name, "unit": "s", "ours": float(np.median(ours)), "reference": ref,
+                     "ratio": ref / float(np.median(ours)), "torch_threads": best})
+    best = min(ref_steady, key=lambda t: np.median(ref_steady[t]))
+    ours_st, ref_st = float(np.median(steady)), float(np.median(ref_steady[best]))
+    rows.append({"what": "evaluate steady state (2nd predict)", "unit": "ex/s", "ours": n / ours_st,
+                 "reference": n / ref_st, "ratio": ref_st / ours_st, "torch_threads": best})
+    rows[-1]["accuracy"] = {"ours": result["accuracy"], "reference": ref_accuracy}
+
+
+# --------------------------------------------------------- encoder / train step
+def throughput_rows(args, rows, name, config, batch, seq, train):
+    import mindspore as ms
+    from encoder_throughput import make_inputs, reference_model
+    import torch
+    import transformers
+    from albert_min.modeling import AlbertForSequenceClassification, AlbertModel
+    from albert_min.training import linear_warmup_decay, make_optimizer, make_train_step
+    from mindspore import ops
+    inputs = make_inputs(config, batch, seq, seed=1 if train else 0)
+    ms.set_seed(0)
+    ours = (AlbertForSequenceClassification if train else AlbertModel)(config)
+    ref, _ = reference_model(config, transformers.AlbertForSequenceClassification if train else None)
+    state = {p.name: torch.from_numpy(p.asnumpy().copy()) for p in ours.get_parameters()}
+    ref.load_state_dict(state, strict=False)
+    tensors = [ms.Tensor(x) for x in inputs]
+    t = [torch.from_numpy(x.astype(np.int64)) for x in inputs]
+    if train:
+        ours.set_train(True)
+        optimizer = make_optimizer(ours, linear_warmup_decay(2e-5, 1000, 0.1), 0.01)
+
+        def loss_fn(input_ids, token_type_ids, attention_mask, labels):
+            return ops.cross_entropy(ours(input_ids, token_type_ids, attention_mask), labels)
+
+        step = make_train_step(loss_fn, optimizer, 1.0)
+        ref.train()
+        ref_opt = torch.optim.AdamW(ref.parameters(), lr=2e-5, weight_decay=0.01)
+
+        def ours_fn():
+            step(*tensors).asnumpy()
+
+        def ref_fn():
+            loss = torch.nn.functional.cross_entropy(
+                ref(input_ids=t[0], token_type_ids=t[1], attention_mask=t[2]).logits, t[3])
+            ref_opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(ref.parameters(), 1.0)
+            ref_opt.step()
+    else:
+        ours.set_train(False)
+        ref.eval()
+        forward = ms.jit(ours.construct)
+
+        def ours_fn():
+            forward(*tensors[:3])[0].asnumpy()
+
+        def ref_fn():
+            with torch.no_grad():
+                ref(input_ids=t[0], token_type_ids=t[1], attention_mask=t[2])
+
+    s_ours, s_ref, threads = median_pair(ours_fn, ref_fn, args.repeats, args.torch_threads)
+    unit, scale = ("steps/s", 1) if train else ("sent/s", batch)
+    rows.append({"what": f"{name}, batch {batch}, seq {seq}", "unit": unit, "ours": scale / s_ours,
+                 "reference": scale / s_ref, "ratio": s_ref / s_ours, "torch_threads": threads})
+
+
+GOALS = {"evaluate.py end to end, cold cache": 0.5, "evaluate.py end to end, warm cache": 0.5,
+         "evaluate steady state (2nd predict)": 1.0, "sst2-small train step": 0.7,
+         "base fine-tuning step": 0.9, "base encoder": 1.1}
+
+
+def goal_of(what):
+    for key, goal in GOALS.items():
+        if what.startswith(key):
+            return goal
+    return None
+
+
+def main():
+    args = parse_args()
+    import mindspore as ms
+    import torch
+    from albert_min.config import AlbertConfig
+    ms.set_device("CPU")
+    ms.device_context.cpu.op_tuning.threads_num(args.ms_threads)
+    args.torch_threads = [int(n) for n in args.torch_threads.split(",")]
+    load = os.getloadavg()
+    rows = []
+    small = AlbertConfig.from_json_file(os.path.join(MODEL, "config.json"))
+    evaluate_rows(args, rows)
+    throughput_rows(args, rows, "sst2-small encoder", small, 64, 32, train=False)
+    throughput_rows(args, rows, "sst2-small train step", small, 64, 32, train=True)
+    if not args.quick:
+        base = AlbertConfig.preset("base")
+        throughput_rows(args, rows, "base encoder", base, 32, 128, train=False)
+        throughput_rows(args, rows, "base fine-tuning step", base, 8, 128, train=True)
+    for row in rows:
+        row["goal"] = goal_of(row["what"])
+    info = {"date": time.strftime("%Y-%m-%d %H:%M"), "machine": f"{os.cpu_count()} cores",
+            "load_before": load, "load_after": os.getloadavg(), "repeats": args.repeats,
+            "ms_threads": args.ms_threads, "torch_threads": args.torch_threads,
+            "mindspore": ms.__version__, "torch": torch.__version__}
+    if args.json:
+        print(json.dumps({"info": info, "rows": rows}, indent=2))
+        return
+    print(f"{info['date']}, {info['machine']}, load {load[0]:.1f} -> {info['load_after'][0]:.1f}, "
+          f"median of {args.repeats}, MindSpore {ms.__version__} ({args.ms_threads} thread), "
+          f"torch {torch.__version__} (best of {args.torch_threads} threads)")
+    print(f"{'what':<44} {'ours':>10} {'torch':>10} {'unit':<7} {'ratio':>6} {'goal':>6}  torch threads")
+    for r in rows:
+        goal = f">={r['goal']}" if r["goal"] else ""
+        print(f"{r['what']:<44} {r['ours']:>10.3f} {r['reference']:>10.3f} {r['unit']:<7} {r['ratio']:>6.2f} {goal:>6}  {r['torch_threads']}")
+
+
+if __name__ == "__main__":
+    main()
