@@ -7,7 +7,7 @@ import numpy as np
 import mindspore as ms
 from tqdm import tqdm
 
-from .data import encode_all, eval_batches, pad_batch
+from .data import encode_all, encode_examples, eval_batches, pad_batch, pad_with_types
 
 
 _GRAPHS = weakref.WeakKeyDictionary()
@@ -61,3 +61,29 @@ def binary_metrics(labels, predictions, positive=1):
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
     return {"accuracy": (tp + tn) / labels.size, "f1": f1, "precision": precision, "recall": recall,
             "confusion": {"tp": tp, "fp": fp, "fn": fn, "tn": tn}, "examples": int(labels.size)}
+
+
+def predict_logits(model, tokenizer, texts, text_pairs=None, batch_size=64, max_length=128, use_jit=True,
+                   progress=True):
+    """Raw model outputs ``[N, num_labels]`` for single sentences or sentence pairs, in
+    input order (pairs as ``[CLS] a [SEP] b [SEP]`` with token type ids 0 / 1).
+    For a regression model (num_labels = 1) column 0 is the predicted score.
+
+    Returns (logits, seconds spent).
+    """
+    model.set_train(False)
+    forward = compiled(model, use_jit)
+    ids, types = encode_examples(tokenizer, texts, text_pairs, max_length)
+    logits = np.zeros((len(texts), model.config.num_labels), np.float32)
+    start = time.perf_counter()
+    with tqdm(total=len(texts), desc="evaluating", unit="ex", disable=not progress) as bar:
+        for idx, rows in eval_batches(ids, batch_size):
+            batch = pad_with_types(rows, [types[i] for i in idx], tokenizer.pad_token_id)
+            logits[idx] = forward(*[ms.Tensor(x) for x in batch]).asnumpy()
+            bar.update(len(idx))
+    return logits, time.perf_counter() - start
+
+
+def softmax(logits):
+    e = np.exp(logits - logits.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)

@@ -9,15 +9,18 @@ bookkeeping keys that HF writes and that do not change the model.
 import dataclasses
 import json
 import os
+from typing import Optional
 from .errors import AlbertMinError
 
 ACTIVATIONS = ("gelu", "gelu_new", "relu", "tanh")
+# What the classifier head's outputs mean (Hugging Face's ``problem_type`` values);
+# multi_label_classification is kept on load/save but albert_min does not train it.
+PROBLEM_TYPES = ("regression", "single_label_classification", "multi_label_classification")
 
 # Keys HF writes into config.json that say nothing about the network itself.
 _IGNORED_HF_KEYS = {
     "architectures", "model_type", "transformers_version", "torch_dtype", "dtype",
-    "bos_token_id", "eos_token_id", "pad_token_id", "id2label", "label2id",
-    "problem_type", "finetuning_task", "output_past", "position_embedding_type",
+    "bos_token_id", "eos_token_id", "pad_token_id", "label2id", "finetuning_task", "output_past", "position_embedding_type",
     "down_scale_factor", "gap_size", "net_structure_type", "num_memory_blocks", "layers_to_keep",
     "initializer_range", "classifier_dropout_prob", "classifier_dropout",
     "tie_word_embeddings", "_name_or_path", "use_cache", "return_dict",
@@ -48,6 +51,13 @@ class AlbertConfig:
     initializer_range: float = 0.02
     classifier_dropout_prob: float = 0.1
     num_labels: int = 2
+    # The classifier head, as HF's config.json has it: "regression" means num_labels = 1
+    # scores trained with MSE (STS-B); None means HF's inference: regression when
+    # num_labels == 1, else single-label classification (cross-entropy). Written only when set.
+    problem_type: Optional[str] = None
+    # Class id -> label name, e.g. {0: "entailment", 1: "not_entailment"}; None means
+    # HF's default names LABEL_0, LABEL_1, ... (config.json always has id2label and label2id).
+    id2label: Optional[dict] = None
 
     def __post_init__(self):
         self.validate()
@@ -78,6 +88,18 @@ class AlbertConfig:
                 raise ConfigError(f"{name} must be in [0, 1), got {value!r}")
         if self.layer_norm_eps <= 0:
             raise ConfigError(f"layer_norm_eps must be > 0, got {self.layer_norm_eps!r}")
+        if self.problem_type is not None and self.problem_type not in PROBLEM_TYPES:
+            raise ConfigError(f"problem_type {self.problem_type!r} is not one of {PROBLEM_TYPES}")
+        if self.problem_type == "regression" and self.num_labels != 1:
+            raise ConfigError(f"problem_type 'regression' needs num_labels 1, got {self.num_labels}")
+        if self.id2label is not None and (not isinstance(self.id2label, dict)
+                                          or sorted(self.id2label) != list(range(self.num_labels))):
+            raise ConfigError(f"id2label must name the ids 0..{self.num_labels - 1}, got {self.id2label!r}")
+
+    @property
+    def is_regression(self) -> bool:
+        """One score per example with MSE loss, as HF decides it."""
+        return self.problem_type == "regression" or (self.problem_type is None and self.num_labels == 1)
 
     @property
     def head_size(self) -> int:
@@ -96,6 +118,8 @@ class AlbertConfig:
             values["num_labels"] = len(data["id2label"])
         if values.get("classifier_dropout_prob") is None:
             values.pop("classifier_dropout_prob", None)
+        if isinstance(values.get("id2label"), dict):
+            values["id2label"] = _label_names(values["id2label"], source)
         try:
             return cls(**values)
         except ConfigError as err:
@@ -108,7 +132,11 @@ class AlbertConfig:
     def to_dict(self) -> dict:
         data = dataclasses.asdict(self)
         data["model_type"] = "albert"
-        data["id2label"] = {str(i): f"LABEL_{i}" for i in range(self.num_labels)}
+        names = self.id2label or {i: f"LABEL_{i}" for i in range(self.num_labels)}
+        data["id2label"] = {str(i): names[i] for i in range(self.num_labels)}
+        data["label2id"] = {names[i]: i for i in range(self.num_labels)}
+        if self.problem_type is None:
+            del data["problem_type"]
         return data
 
     def to_json_file(self, path: str):
@@ -139,6 +167,15 @@ PRESETS = {
     "bert-large": dict(vocab_size=30000, embedding_size=1024, hidden_size=1024, num_hidden_layers=24,
                        num_hidden_groups=24, num_attention_heads=16, intermediate_size=4096, hidden_act="gelu"),
 }
+
+
+def _label_names(id2label: dict, source: str):
+    """JSON's {"0": "name"} -> {0: "name"}; None for HF's default LABEL_i names."""
+    try:
+        names = {int(k): str(v) for k, v in id2label.items()}
+    except (TypeError, ValueError):
+        raise ConfigError(f"{source}: id2label keys must be class ids 0, 1, ..., got {sorted(id2label)}") from None
+    return None if names == {i: f"LABEL_{i}" for i in range(len(names))} else names
 
 
 def read_json_object(path: str) -> dict:
