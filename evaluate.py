@@ -1,10 +1,15 @@
-"""Evaluate an ALBERT sentence classifier on a GLUE-style TSV (SST-2 dev by default).
+"""Evaluate an ALBERT classifier (or STS-B regressor) on a GLUE task's file (SST-2 dev by default).
 
     python evaluate.py --model weights/sst2-small --data ../shared/data/sst2/dev.tsv
+    python evaluate.py --model weights/stsb-small --data ../shared/data/glue/STS-B/dev.tsv --json
 
-Prints accuracy, F1, precision and recall (binary, positive = label 1), the
-confusion matrix and examples/s. --output writes one prediction per row,
---json prints the metrics as JSON instead of the table.
+The task (--task, else from the folder name, else a generic sentence<TAB>label
+TSV) decides the file layout and GLUE's metrics: Matthews correlation (CoLA),
+F1 and accuracy (MRPC, QQP), Pearson and Spearman (STS-B), accuracy (the rest).
+Binary tasks also get precision, recall (positive = label 1) and the confusion
+matrix. --json prints the metrics as JSON instead of the table; --output writes
+the predictions in GLUE's submission layout (index<TAB>prediction), also for a
+test file without labels.
 """
 
 import argparse
@@ -13,7 +18,6 @@ import os
 import sys
 
 from albert_min import arguments as num
-from albert_min.checkpoint import training_max_length
 
 HOW_TO_GET_A_MODEL = """\
 error: no model given (--model weights/DIR).
@@ -29,12 +33,15 @@ A model folder holds config.json, model.ckpt and spiece.model. To get one:
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", help="model folder (config.json, model.ckpt, spiece.model)")
+    from albert_min.glue import TASK_NAMES
     p.add_argument("--data", default=os.path.join("..", "shared", "data", "sst2", "dev.tsv"),
-                   help="TSV with header sentence<TAB>label (default: %(default)s)")
+                   help="a GLUE task's TSV in its official layout (default: %(default)s)")
+    p.add_argument("--task", choices=TASK_NAMES,
+                   help="the data's task (default: from its folder name, else cls: sentence<TAB>label)")
     p.add_argument("--batch-size", type=num.positive_int, default=64)
     p.add_argument("--max-length", type=num.max_length, default=None,
                    help="tokens per sentence incl. [CLS]/[SEP] (default: what train.py used, else 128)")
-    p.add_argument("--output", help="write predictions here as TSV: sentence, label, prediction, p(positive)")
+    p.add_argument("--output", help="write predictions here in GLUE's submission layout: index<TAB>prediction")
     p.add_argument("--json", action="store_true", help="print the metrics as JSON")
     p.add_argument("--no-jit", action="store_true", help="PyNative instead of a compiled graph")
     p.add_argument("--no-compile-cache", action="store_true",
@@ -43,23 +50,28 @@ def parse_args(argv=None):
     return p.parse_args(argv)
 
 
-def format_report(metrics, model_dir, data_path, speed):
-    c = metrics["confusion"]
-    return "\n".join([
-        f"model: {model_dir}",
-        f"data:  {data_path} ({metrics['examples']} examples)",
-        "",
-        f"accuracy   {100 * metrics['accuracy']:6.2f}",
-        f"f1         {100 * metrics['f1']:6.2f}",
-        f"precision  {100 * metrics['precision']:6.2f}",
-        f"recall     {100 * metrics['recall']:6.2f}",
-        "",
-        "confusion    pred 0  pred 1",
-        f"  label 0    {c['tn']:6d}  {c['fp']:6d}",
-        f"  label 1    {c['fn']:6d}  {c['tp']:6d}",
-        "",
-        f"speed: {speed:.1f} examples/s",
-    ])
+REPORTED = ("accuracy", "f1", "precision", "recall", "matthews", "pearson", "spearman")
+
+
+def format_report(metrics, model_dir, data_path, speed, task=None):
+    """The table: the task's GLUE metrics first (in percent), then the binary extras.
+    SST-2's and the generic task's table has stayed the same since the first release."""
+    lines = [f"model: {model_dir}", f"data:  {data_path} ({metrics['examples']} examples)"]
+    if task is not None and task.name not in ("sst2", "cls"):
+        lines.append(f"task:  {task.name}")
+    lines.append("")
+    order = (task.metrics if task is not None else ()) + REPORTED
+    for name in dict.fromkeys(k for k in order if k in metrics):
+        lines.append(f"{name:<10} {100 * metrics[name]:6.2f}")
+    if "confusion" in metrics:
+        c = metrics["confusion"]
+        lines += ["", "confusion    pred 0  pred 1",
+                  f"  label 0    {c['tn']:6d}  {c['fp']:6d}",
+                  f"  label 1    {c['fn']:6d}  {c['tp']:6d}"]
+        if task is not None and task.label_names and task.label_names != ("0", "1"):
+            lines.append(f"  (label 0 = {task.label_names[0]}, label 1 = {task.label_names[1]})")
+    lines += ["", f"speed: {speed:.1f} examples/s"]
+    return "\n".join(lines)
 
 
 def check_output_file(path):
@@ -73,14 +85,16 @@ def check_output_file(path):
         raise PermissionError(13, "folder not writable", folder)
 
 
-def write_predictions(path, sentences, labels, predictions, probs):
-    """Atomically: to a temporary file beside ``path``, renamed when complete."""
+def write_predictions(path, index, predictions):
+    """GLUE's submission layout, ``index<TAB>prediction`` with a header; predictions are
+    strings (label names or scores). Atomically: to a temporary file beside ``path``,
+    renamed when complete."""
     tmp = f"{path}.tmp-{os.getpid()}"
     try:
         with open(tmp, "w", encoding="utf-8") as f:
-            f.write("sentence\tlabel\tprediction\tp_positive\n")
-            for s, y, pred, p in zip(sentences, labels, predictions, probs):
-                f.write(f"{s}\t{y}\t{pred}\t{p:.6f}\n")
+            f.write("index\tprediction\n")
+            for i, prediction in zip(index, predictions):
+                f.write(f"{i}\t{prediction}\n")
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
@@ -101,41 +115,69 @@ def main(argv=None):
 def evaluate(args):
     import numpy as np
     from albert_min.checkpoint import CheckpointError
-    from albert_min.data import DataError, read_tsv, check_labels
+    from albert_min.checkpoint import training_max_length
+    from albert_min.data import DataError
+    from albert_min import glue
     if not os.path.isdir(args.model):
         raise FileNotFoundError(f"model folder not found: {args.model}")
     if args.output:
         check_output_file(args.output)
-    sentences, labels = read_tsv(args.data)
+    task = glue.get_task(args.task or glue.infer_task(args.data))
+    examples = glue.read_examples(args.data, task)
+    if examples.labels is None and not args.output:
+        raise DataError(f"{args.data} has no labels to score; pass --output to write its predictions")
     import mindspore as ms
     ms.set_device("CPU")
     from albert_min.training import set_cpu_threads
     set_cpu_threads()
     from albert_min.modeling import AlbertForSequenceClassification
-    from albert_min.classify import predict, binary_metrics, default_compile_cache
+    from albert_min.classify import predict_logits, default_compile_cache
     from tokenizer import AlbertTokenizer
     model = AlbertForSequenceClassification.from_pretrained(args.model)
-    if model.config.num_labels != 2:
-        raise DataError(f"{args.model} has {model.config.num_labels} labels; this script reports binary metrics")
-    check_labels(labels, 2, args.data)
+    check_model_fits_task(model.config, task, examples, args.model)
     tokenizer = AlbertTokenizer.from_pretrained(args.model)
     max_length = min(args.max_length or training_max_length(args.model), model.config.max_position_embeddings)
-    probs, seconds = predict(model, tokenizer, sentences, args.batch_size, max_length,
-                             use_jit=not args.no_jit, progress=not (args.quiet or args.json),
-                             cache_dir=None if args.no_compile_cache else default_compile_cache())
-    if not np.isfinite(probs).all():
+    logits, seconds = predict_logits(model, tokenizer, examples.texts, examples.text_pairs, args.batch_size,
+                                     max_length, use_jit=not args.no_jit, progress=not (args.quiet or args.json),
+                                     cache_dir=None if args.no_compile_cache else default_compile_cache())
+    if not np.isfinite(logits).all():
         raise CheckpointError(f"{args.model}: the model gives non-finite outputs (NaN/Inf) on {args.data}; "
                               "its weights or config are broken")
-    predictions = probs.argmax(-1)
-    metrics = binary_metrics(labels, predictions)
-    metrics["examples_per_s"] = len(sentences) / seconds
+    order = glue.model_label_order(task, model.config.id2label)
+    if order is not None:   # the model's output columns -> the task's label ids
+        logits = logits[:, [order.index(j) for j in range(len(order))]]
     if args.output:
-        write_predictions(args.output, sentences, labels, predictions, probs[:, 1])
+        if task.is_regression:
+            shown = [f"{x:.3f}" for x in logits[:, 0]]
+        else:
+            names = glue.label_strings(task, model.config.num_labels)
+            shown = [names[i] for i in logits.argmax(-1)]
+        write_predictions(args.output, examples.index, shown)
+    if examples.labels is None:
+        print(f"{args.data}: no labels; wrote {len(examples)} predictions to {args.output}")
+        return {"task": task.name, "examples": len(examples)}
+    metrics = {"task": task.name, **glue.evaluation_metrics(task, examples.labels, logits)}
+    metrics["examples_per_s"] = len(examples) / seconds
     if args.json:
-        print(json.dumps(metrics, indent=2))
+        # JSON has no NaN: an undefined correlation (constant predictions) is null.
+        print(json.dumps({k: None if isinstance(v, float) and v != v else v for k, v in metrics.items()}, indent=2))
     else:
-        print(format_report(metrics, args.model, args.data, metrics["examples_per_s"]))
+        print(format_report(metrics, args.model, args.data, metrics["examples_per_s"], task))
     return metrics
+
+
+def check_model_fits_task(config, task, examples, model_dir):
+    """A regression model for STS-B, a classifier with the task's label count otherwise."""
+    from albert_min.data import DataError, check_labels
+    if task.is_regression != config.is_regression:
+        kind = "a regression model (one score)" if config.is_regression else f"a {config.num_labels}-label classifier"
+        need = "a regression model (num_labels 1)" if task.is_regression else "a classifier"
+        raise DataError(f"{model_dir} is {kind}; task {task.name} ({examples.path}) needs {need}")
+    if task.num_labels is not None and not task.is_regression and config.num_labels != task.num_labels:
+        raise DataError(f"{model_dir} has {config.num_labels} labels; task {task.name} has {task.num_labels} "
+                        f"({', '.join(task.label_names)})")
+    if examples.labels is not None and not task.is_regression:
+        check_labels(examples.labels, config.num_labels, examples.path)
 
 
 if __name__ == "__main__":

@@ -1,10 +1,14 @@
-"""Fine-tune ALBERT on a GLUE-style TSV, or pre-train it with MLM + SOP on raw text.
+"""Fine-tune ALBERT on a GLUE task, or pre-train it with MLM + SOP on raw text.
 
-Fine-tuning (SST-2), from scratch or from a converted checkpoint:
+Fine-tuning, from scratch or from a converted checkpoint, on a GLUE task's files
+in their official layout (--task sst2 cola mrpc stsb qqp mnli qnli rte wnli,
+else inferred from the folder name, else `cls`: a sentence<TAB>label TSV):
 
     python train.py --train ../shared/data/sst2/train.tsv --dev ../shared/data/sst2/dev.tsv \\
                     --output weights/sst2-small                       # small model from scratch
     python train.py ... --init weights/albert-base-v2 --output weights/albert-base-sst2
+    python train.py --train ../shared/data/glue/STS-B/train.tsv --dev ../shared/data/glue/STS-B/dev.tsv \\
+                    --output weights/stsb-small                       # regression, Pearson/Spearman
 
 Pre-training with n-gram masked-LM + sentence-order prediction on a text file
 (one sentence per line, blank line between documents); --task nsp uses BERT's
@@ -12,7 +16,7 @@ next-sentence prediction instead, --task mlm no sentence objective:
 
     python train.py --task sop --text corpus.txt --output weights/sop-small --max-minutes 30
 
-The best model (by dev accuracy; in pre-training, held-out MLM accuracy) is written to
+The best model (by the task's first GLUE metric on dev; in pre-training, held-out MLM accuracy) is written to
 --output atomically; the full training state (weights, AdamW moments, epoch)
 goes to <output>.state after every epoch (and --eval-every / --save-every
 steps); --resume continues from it and repeats the uninterrupted run exactly.
@@ -32,13 +36,18 @@ import numpy as np
 from albert_min import arguments as num
 
 
+PRETRAINING_TASKS = ("sop", "nsp", "mlm")   # the rest of --task is a GLUE task (albert_min.glue)
+
+
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--task", choices=("cls", "sop", "nsp", "mlm"), default="cls",
-                   help="cls: fine-tune a classifier; pre-train with sop: MLM+SOP, nsp: MLM+NSP, mlm: MLM only")
-    p.add_argument("--train", help="training TSV (header sentence<TAB>label) for --task cls")
-    p.add_argument("--dev", help="dev TSV evaluated after every epoch (--task cls)")
+    from albert_min.glue import TASK_NAMES
+    p.add_argument("--task", choices=TASK_NAMES + PRETRAINING_TASKS,
+                   help="a GLUE task (default: from --train's folder name, else cls: sentence<TAB>label); "
+                        "or pre-train with sop: MLM+SOP, nsp: MLM+NSP, mlm: MLM only")
+    p.add_argument("--train", help="training TSV in the task's GLUE layout")
+    p.add_argument("--dev", help="dev TSV evaluated after every epoch, same layout")
     p.add_argument("--text", help="raw text for --task sop/nsp/mlm")
     p.add_argument("--tokenizer-text", nargs="+", default=[],
                    help="more text (lines, or a TSV's sentence column) to train a new tokenizer on, e.g. "
@@ -79,11 +88,14 @@ def parse_args(argv=None):
     p.add_argument("--no-jit", action="store_true", help="run in PyNative mode instead of a compiled graph")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     args = p.parse_args(argv)
-    if args.task == "cls" and not args.train:
-        p.error("--task cls needs --train")
-    if args.task in ("sop", "nsp", "mlm") and not args.text:
+    if args.task is None:
+        from albert_min.glue import infer_task
+        args.task = infer_task(args.train) if args.train else "cls"
+    if args.task not in PRETRAINING_TASKS and not args.train:
+        p.error(f"--task {args.task} needs --train")
+    if args.task in PRETRAINING_TASKS and not args.text:
         p.error(f"--task {args.task} needs --text")
-    if args.task in ("sop", "nsp", "mlm") and args.max_length < 5:
+    if args.task in PRETRAINING_TASKS and args.max_length < 5:
         p.error(f"--task {args.task} needs --max-length >= 5 ([CLS] a [SEP] b [SEP])")
     if args.resume and args.force:
         p.error("--resume and --force contradict each other: continue the run, or start it again")
@@ -256,41 +268,60 @@ class Trainer:
 
 
 def run_classification(args, workdir):
-    from albert_min.classify import predict, binary_metrics
-    from albert_min.data import read_tsv, check_labels, encode_all, train_batches, pad_batch
+    """Fine-tune on a GLUE task (or a generic sentence<TAB>label TSV): single sentences or
+    pairs, classification (cross-entropy) or, for STS-B, regression (MSE on one score)."""
+    from albert_min import glue
+    from albert_min.classify import predict_logits
+    from albert_min.data import check_labels, encode_examples, train_batch_indices, pad_with_types
     from albert_min.modeling import AlbertForSequenceClassification, count_parameters
     from mindspore import ops
 
-    sentences, labels = read_tsv(args.train)
-    num_labels = max(labels) + 1
-    dev = read_tsv(args.dev) if args.dev else None
-    tokenizer, spiece_path = build_tokenizer(args, sentences, workdir)
+    task = glue.get_task(args.task)
+    train_set = glue.read_examples(args.train, task)
+    dev = glue.read_examples(args.dev, task) if args.dev else None
+    for data in (train_set, dev):
+        if data is not None and data.labels is None:
+            raise glue.DataError(f"{data.path}: has no {task.label_column!r} column; training needs labels")
+    num_labels = task.num_labels or max(train_set.labels) + 1
+    print(f"task {task.name}: {len(train_set)} training examples"
+          + (f", {len(dev)} dev" if dev else "") + (" (sentence pairs)" if task.is_pair else ""), flush=True)
+    tokenizer, spiece_path = build_tokenizer(args, train_set.texts + (train_set.text_pairs or []), workdir)
     config = build_config(args, tokenizer, num_labels)
-    check_labels(labels, config.num_labels, args.train)
-    if dev:
-        check_labels(dev[1], config.num_labels, args.dev)
+    config.problem_type = "regression" if task.is_regression else None
+    config.id2label = dict(enumerate(task.label_names)) if task.label_names else None
+    config.validate()
+    if not task.is_regression:
+        check_labels(train_set.labels, config.num_labels, args.train)
+        if dev:
+            check_labels(dev.labels, config.num_labels, args.dev)
     model = build_model(AlbertForSequenceClassification, config, args)
     print(f"model: {count_parameters(model) / 1e6:.2f}M parameters, E={config.embedding_size} "
           f"H={config.hidden_size} L={config.num_hidden_layers} (shared), vocab {config.vocab_size}", flush=True)
-    encoded = encode_all(tokenizer, sentences, args.max_length)
+    ids, types = encode_examples(tokenizer, train_set.texts, train_set.text_pairs, args.max_length)
+    label_dtype = np.float32 if task.is_regression else np.int32
 
-    def loss_fn(input_ids, token_type_ids, attention_mask, y):
-        return ops.cross_entropy(model(input_ids, token_type_ids, attention_mask), y)
+    if task.is_regression:
+        def loss_fn(input_ids, token_type_ids, attention_mask, y):
+            scores = model(input_ids, token_type_ids, attention_mask)[:, 0]   # [B]
+            return ((scores - y) ** 2).mean()
+    else:
+        def loss_fn(input_ids, token_type_ids, attention_mask, y):
+            return ops.cross_entropy(model(input_ids, token_type_ids, attention_mask), y)
 
     def epoch_batches(epoch):
-        for rows, y in train_batches(encoded, labels, args.batch_size, random.Random(args.seed + epoch)):
-            yield (*pad_batch(rows, tokenizer.pad_token_id), y)
+        for idx in train_batch_indices([len(r) for r in ids], args.batch_size, random.Random(args.seed + epoch)):
+            batch = pad_with_types([ids[i] for i in idx], [types[i] for i in idx], tokenizer.pad_token_id)
+            yield (*batch, np.array([train_set.labels[i] for i in idx], label_dtype))
 
     def evaluate():
         if not dev:
             return 0.0, {}
-        probs, seconds = predict(model, tokenizer, dev[0], max_length=args.max_length,
-                                 use_jit=not args.no_jit, progress=not args.quiet)
-        metrics = binary_metrics(dev[1], probs.argmax(-1)) if num_labels == 2 else {
-            "accuracy": float((probs.argmax(-1) == np.asarray(dev[1])).mean())}
-        return metrics["accuracy"], {"dev_" + k: v for k, v in metrics.items() if k != "confusion"}
+        logits, seconds = predict_logits(model, tokenizer, dev.texts, dev.text_pairs, max_length=args.max_length,
+                                         use_jit=not args.no_jit, progress=not args.quiet)
+        metrics = glue.evaluation_metrics(task, dev.labels, logits)
+        return glue.selection_score(task, metrics), {"dev_" + k: v for k, v in metrics.items() if k != "confusion"}
 
-    trainer = Trainer(args, model, tokenizer, spiece_path, math.ceil(len(encoded) / args.batch_size), loss_fn)
+    trainer = Trainer(args, model, tokenizer, spiece_path, math.ceil(len(ids) / args.batch_size), loss_fn)
     if args.resume:
         trainer.resume()
     return trainer.run(epoch_batches, evaluate)
@@ -407,7 +438,7 @@ def train(args):
     set_cpu_threads()   # one kernel thread: same seed, same run (see its docstring)
     seed_everything(args.seed)
     with tempfile.TemporaryDirectory() as workdir:
-        runner = run_classification if args.task == "cls" else run_pretraining
+        runner = run_pretraining if args.task in PRETRAINING_TASKS else run_classification
         state = runner(args, workdir)
     print(f"done: best score {state['best']}, model in {args.output}")
     return state

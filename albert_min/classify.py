@@ -13,7 +13,7 @@ import numpy as np
 import mindspore as ms
 from tqdm import tqdm
 
-from .data import bucketed_eval_batches, encode_all, eval_batches, pad_batch
+from .data import bucketed_eval_batches, encode_examples, eval_batches, pad_with_types
 
 
 _GRAPHS = weakref.WeakKeyDictionary()
@@ -94,35 +94,13 @@ def compile_cache(root, model, shapes):
 
 def predict(model, tokenizer, sentences, batch_size=64, max_length=128, use_jit=True, progress=True,
             cache_dir=None):
-    """Class probabilities ``[N, num_labels]`` for ``sentences``, in input order.
+    """Class probabilities ``[N, num_labels]`` for single ``sentences``, in input order.
 
-    Graph mode pads to bucket lengths (16/32/64/128, see
-    ``bucketed_eval_batches``) to compile few shapes; ``cache_dir`` keeps
-    those graphs on disk for the next process (``compile_cache``). Padding
-    changes no logit: padded keys get exactly zero attention.
-    Returns (probabilities, seconds spent).
+    Returns (probabilities, seconds spent); see ``predict_logits``.
     """
-    model.set_train(False)
-    forward = compiled(model, use_jit)
-    encoded = encode_all(tokenizer, sentences, max_length)
-    probs = np.zeros((len(sentences), model.config.num_labels), np.float32)
-    if use_jit:
-        batches = list(bucketed_eval_batches(encoded, batch_size, max_length))
-    else:                                                # PyNative: shapes cost nothing, padding does
-        batches = [(idx, rows, None, None) for idx, rows in eval_batches(encoded, batch_size)]
-    shapes = [list(s) for s in dict.fromkeys((b[2], b[3]) for b in batches)]
-    start = time.perf_counter()
-    with compile_cache(cache_dir if use_jit else None, model, shapes), \
-            tqdm(total=len(sentences), desc="evaluating", unit="ex", disable=not progress) as bar:
-        for idx, rows, num_rows, length in batches:
-            input_ids, token_type_ids, attention_mask = pad_batch(rows, tokenizer.pad_token_id,
-                                                                  length=length, num_rows=num_rows)
-            logits = forward(ms.Tensor(input_ids), ms.Tensor(token_type_ids),
-                             ms.Tensor(attention_mask)).asnumpy()[:len(idx)]
-            e = np.exp(logits - logits.max(-1, keepdims=True))
-            probs[idx] = e / e.sum(-1, keepdims=True)
-            bar.update(len(idx))
-    return probs, time.perf_counter() - start
+    logits, seconds = predict_logits(model, tokenizer, sentences, None, batch_size, max_length, use_jit, progress,
+                                     cache_dir)
+    return softmax(logits), seconds
 
 
 def binary_metrics(labels, predictions, positive=1):
@@ -139,3 +117,40 @@ def binary_metrics(labels, predictions, positive=1):
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
     return {"accuracy": (tp + tn) / labels.size, "f1": f1, "precision": precision, "recall": recall,
             "confusion": {"tp": tp, "fp": fp, "fn": fn, "tn": tn}, "examples": int(labels.size)}
+
+
+def predict_logits(model, tokenizer, texts, text_pairs=None, batch_size=64, max_length=128, use_jit=True,
+                   progress=True, cache_dir=None):
+    """Raw model outputs ``[N, num_labels]`` for single sentences or sentence pairs, in
+    input order (pairs as ``[CLS] a [SEP] b [SEP]`` with token type ids 0 / 1).
+    For a regression model (num_labels = 1) column 0 is the predicted score.
+
+    Graph mode pads to bucket lengths (16/32/64/128, see
+    ``bucketed_eval_batches``) to compile few shapes; ``cache_dir`` keeps
+    those graphs on disk for the next process (``compile_cache``). Padding
+    changes no logit: padded keys get exactly zero attention.
+    Returns (logits, seconds spent).
+    """
+    model.set_train(False)
+    forward = compiled(model, use_jit)
+    ids, types = encode_examples(tokenizer, texts, text_pairs, max_length)
+    logits = np.zeros((len(texts), model.config.num_labels), np.float32)
+    if use_jit:
+        batches = list(bucketed_eval_batches(ids, batch_size, max_length))
+    else:                                                # PyNative: shapes cost nothing, padding does
+        batches = [(idx, rows, None, None) for idx, rows in eval_batches(ids, batch_size)]
+    shapes = [list(s) for s in dict.fromkeys((b[2], b[3]) for b in batches)]
+    start = time.perf_counter()
+    with compile_cache(cache_dir if use_jit else None, model, shapes), \
+            tqdm(total=len(texts), desc="evaluating", unit="ex", disable=not progress) as bar:
+        for idx, rows, num_rows, length in batches:
+            batch = pad_with_types(rows, [types[i] for i in idx], tokenizer.pad_token_id,
+                                   length=length, num_rows=num_rows)
+            logits[idx] = forward(*[ms.Tensor(x) for x in batch]).asnumpy()[:len(idx)]
+            bar.update(len(idx))
+    return logits, time.perf_counter() - start
+
+
+def softmax(logits):
+    e = np.exp(logits - logits.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)

@@ -11,6 +11,7 @@ import difflib
 import json
 import math
 import os
+from typing import Optional
 from .errors import AlbertMinError
 
 ACTIVATIONS = ("gelu", "gelu_new", "relu", "tanh")
@@ -18,12 +19,14 @@ GROUP_MAPPINGS = ("hf", "google")     # see modeling.loop_group
 # What the L loops share (the paper's Table 4): everything (ALBERT), only the
 # attention sub-block, only the feed-forward sub-block, or nothing (BERT's stack).
 SHARING_STRATEGIES = ("all", "attention", "ffn", "none")
+# What the classifier head's outputs mean (Hugging Face's ``problem_type`` values);
+# multi_label_classification is kept on load/save but albert_min does not train it.
+PROBLEM_TYPES = ("regression", "single_label_classification", "multi_label_classification")
 
 # Keys HF writes into config.json that say nothing about the network itself.
 _IGNORED_HF_KEYS = {
     "architectures", "model_type", "transformers_version", "torch_dtype", "dtype",
-    "bos_token_id", "eos_token_id", "pad_token_id", "id2label", "label2id",
-    "problem_type", "finetuning_task", "output_past", "position_embedding_type",
+    "bos_token_id", "eos_token_id", "pad_token_id", "label2id", "finetuning_task", "output_past", "position_embedding_type",
     "down_scale_factor", "gap_size", "net_structure_type", "num_memory_blocks", "layers_to_keep",
     "initializer_range", "classifier_dropout_prob", "classifier_dropout",
     "tie_word_embeddings", "_name_or_path", "use_cache", "return_dict",
@@ -88,6 +91,13 @@ class AlbertConfig:
     # SHARING_STRATEGIES. Anything but "all" gives every loop its own layer
     # (so num_hidden_groups must stay 1) and ties the shared sub-block across them.
     cross_layer_sharing: str = "all"
+    # The classifier head, as HF's config.json has it: "regression" means num_labels = 1
+    # scores trained with MSE (STS-B); None means HF's inference: regression when
+    # num_labels == 1, else single-label classification (cross-entropy). Written only when set.
+    problem_type: Optional[str] = None
+    # Class id -> label name, e.g. {0: "entailment", 1: "not_entailment"}; None means
+    # HF's default names LABEL_0, LABEL_1, ... (config.json always has id2label and label2id).
+    id2label: Optional[dict] = None
 
     def __post_init__(self):
         self.validate()
@@ -138,6 +148,18 @@ class AlbertConfig:
             raise ConfigError(f"these sizes make a model of about {self.estimated_parameters():.3g} parameters, "
                               f"more than {MAX_PARAMETERS:.3g}; check vocab_size, hidden_size, "
                               "intermediate_size and num_hidden_groups")
+        if self.problem_type is not None and self.problem_type not in PROBLEM_TYPES:
+            raise ConfigError(f"problem_type {self.problem_type!r} is not one of {PROBLEM_TYPES}")
+        if self.problem_type == "regression" and self.num_labels != 1:
+            raise ConfigError(f"problem_type 'regression' needs num_labels 1, got {self.num_labels}")
+        if self.id2label is not None and (not isinstance(self.id2label, dict)
+                                          or set(self.id2label) != set(range(self.num_labels))):
+            raise ConfigError(f"id2label must name the ids 0..{self.num_labels - 1}, got {self.id2label!r}")
+
+    @property
+    def is_regression(self) -> bool:
+        """One score per example with MSE loss, as HF decides it."""
+        return self.problem_type == "regression" or (self.problem_type is None and self.num_labels == 1)
 
     def estimated_parameters(self) -> int:
         """Roughly how many weights this config builds (embeddings + every distinct layer)."""
@@ -169,6 +191,8 @@ class AlbertConfig:
             values["num_labels"] = len(data["id2label"])
         if values.get("classifier_dropout_prob") is None:
             values.pop("classifier_dropout_prob", None)
+        if isinstance(values.get("id2label"), dict):
+            values["id2label"] = _label_names(values["id2label"], source)
         try:
             return cls(**values)
         except ConfigError as err:
@@ -185,7 +209,11 @@ class AlbertConfig:
         if data["cross_layer_sharing"] == "all":   # HF-shaped config.json for ALBERT's default
             del data["cross_layer_sharing"]
         data["model_type"] = "albert"
-        data["id2label"] = {str(i): f"LABEL_{i}" for i in range(self.num_labels)}
+        names = self.id2label or {i: f"LABEL_{i}" for i in range(self.num_labels)}
+        data["id2label"] = {str(i): names[i] for i in range(self.num_labels)}
+        data["label2id"] = {names[i]: i for i in range(self.num_labels)}
+        if self.problem_type is None:
+            del data["problem_type"]
         return data
 
     def to_json_file(self, path: str):
@@ -219,6 +247,15 @@ PRESETS = {
 
 
 MAX_JSON_BYTES = 16 << 20   # a config.json is a few hundred bytes; HF's largest id2label maps are ~1 MB
+
+
+def _label_names(id2label: dict, source: str):
+    """JSON's {"0": "name"} -> {0: "name"}; None for HF's default LABEL_i names."""
+    try:
+        names = {int(k): str(v) for k, v in id2label.items()}
+    except (TypeError, ValueError):
+        raise ConfigError(f"{source}: id2label keys must be class ids 0, 1, ..., got {sorted(id2label)}") from None
+    return None if names == {i: f"LABEL_{i}" for i in range(len(names))} else names
 
 
 def read_json_object(path: str) -> dict:

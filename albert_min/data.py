@@ -146,22 +146,47 @@ def bucketed_eval_batches(encoded, batch_size, max_length):
 
 
 def train_batches(encoded, labels, batch_size, rng: random.Random, bucket_batches=50):
-    """One epoch of shuffled, length-bucketed batches: yields (rows, labels).
+    """One epoch of shuffled, length-bucketed batches: yields (rows, labels)."""
+    for idx in train_batch_indices([len(r) for r in encoded], batch_size, rng, bucket_batches):
+        yield [encoded[i] for i in idx], np.array([labels[i] for i in idx], np.int32)
+
+
+def train_batch_indices(lengths, batch_size, rng: random.Random, bucket_batches=50):
+    """One epoch of shuffled, length-bucketed batches of example indices.
 
     Shuffle, cut into pools of ``bucket_batches`` batches, sort each pool by
     length, split into batches, then shuffle the batch order. Random enough
     for SGD, yet most batches need little padding.
     """
-    order = list(range(len(encoded)))
+    order = list(range(len(lengths)))
     rng.shuffle(order)
     pool = batch_size * bucket_batches
     batches = []
     for start in range(0, len(order), pool):
-        chunk = sorted(order[start:start + pool], key=lambda i: len(encoded[i]))
+        chunk = sorted(order[start:start + pool], key=lambda i: lengths[i])
         batches += [chunk[j:j + batch_size] for j in range(0, len(chunk), batch_size)]
     rng.shuffle(batches)
-    for idx in batches:
-        yield [encoded[i] for i in idx], np.array([labels[i] for i in idx], np.int32)
+    yield from batches
+
+
+# ------------------------------------------------------- sentence-pair input
+def encode_examples(tokenizer, texts, text_pairs, max_length):
+    """Token ids and token type ids per example, ``[CLS] a [SEP]`` or ``[CLS] a [SEP] b [SEP]``
+    (type 0 up to the first [SEP], 1 after), pairs truncated longest-first to max_length.
+
+    Returns (ids, types): two lists of int lists.
+    """
+    pairs = text_pairs if text_pairs is not None else [None] * len(texts)
+    encoded = [tokenizer.encode(a, b, max_length=max_length) for a, b in zip(texts, pairs)]
+    return [e["input_ids"] for e in encoded], [e["token_type_ids"] for e in encoded]
+
+
+def pad_with_types(rows, types, pad_id, length=None, num_rows=None):
+    """``pad_batch`` that keeps each row's token type ids (sentence pairs) instead of zeros."""
+    input_ids, token_type_ids, attention_mask = pad_batch(rows, pad_id, length=length, num_rows=num_rows)
+    for i, t in enumerate(types):
+        token_type_ids[i, :len(t)] = t
+    return input_ids, token_type_ids, attention_mask
 
 
 # ------------------------------------------------------------ SOP / MLM input

@@ -79,8 +79,10 @@ def test_evaluate_reports_the_same_accuracy_as_training(trained, tmp_path, capsy
     assert metrics["precision"] == pytest.approx(c["tp"] / max(1, c["tp"] + c["fp"]))
     printed = json.loads(capsys.readouterr().out)
     assert printed["accuracy"] == metrics["accuracy"]
-    lines = open(preds).read().splitlines()
-    assert lines[0] == "sentence\tlabel\tprediction\tp_positive" and len(lines) == 121
+    lines = open(preds).read().splitlines()   # GLUE's submission layout
+    assert lines[0] == "index\tprediction" and len(lines) == 121
+    assert [line.split("\t")[0] for line in lines[1:]] == [str(i) for i in range(120)]
+    assert sum(line.split("\t")[1] == "1" for line in lines[1:]) == c["tp"] + c["fp"]
 
 
 def test_evaluate_table_output(trained, capsys):
@@ -174,9 +176,19 @@ def test_converted_public_checkpoint_goes_through_evaluate_unchanged(tmp_path):
     metrics = evaluate.main(["--model", converted, "--data", os.path.join(source, "dev64.tsv"),
                              "--output", preds, "--json"])
     assert metrics["examples"] == 64
-    p_positive = np.array([float(line.split("\t")[3]) for line in open(preds).read().splitlines()[1:]])
-    reference = np.load(os.path.join(source, "reference_probs.npy"))[:, 1]
-    assert np.abs(p_positive - reference).max() <= 1e-5
+    reference = np.load(os.path.join(source, "reference_probs.npy"))
+    predicted = [int(line.split("\t")[1]) for line in open(preds).read().splitlines()[1:]]
+    assert predicted == reference.argmax(-1).tolist()
+    # The probabilities behind those predictions, through the same path evaluate.py takes.
+    from albert_min.classify import predict_logits, softmax
+    from albert_min.glue import TASKS, read_examples
+    from albert_min.modeling import AlbertForSequenceClassification
+    from tokenizer import AlbertTokenizer
+    examples = read_examples(os.path.join(source, "dev64.tsv"), TASKS["cls"])
+    logits, _ = predict_logits(AlbertForSequenceClassification.from_pretrained(converted),
+                               AlbertTokenizer.from_pretrained(converted), examples.texts,
+                               max_length=evaluate.training_max_length(converted), progress=False)
+    assert np.abs(softmax(logits) - reference).max() <= 1e-5
 
 
 SST2_DEV = os.path.join(SST2_DIR, "dev.tsv")
