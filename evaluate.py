@@ -19,6 +19,9 @@ import sys
 
 from albert_min import arguments as num
 
+# MindSpore logs WARNINGs (deprecations, compile-cache misses) to stderr; errors only, unless the user sets GLOG_v.
+os.environ.setdefault("GLOG_v", "3")
+
 HOW_TO_GET_A_MODEL = """\
 error: no model given (--model weights/DIR).
 A model folder holds config.json, model.ckpt and spiece.model. To get one:

@@ -31,6 +31,9 @@ import sys
 import tempfile
 import time
 
+# MindSpore logs WARNINGs (deprecations, compile-cache misses) to stderr; errors only, unless the user sets GLOG_v.
+os.environ.setdefault("GLOG_v", "3")
+
 import numpy as np
 
 from albert_min import arguments as num
