@@ -20,6 +20,11 @@ The best model (by the task's first GLUE metric on dev; in pre-training, held-ou
 --output atomically; the full training state (weights, AdamW moments, epoch)
 goes to <output>.state after every epoch (and --eval-every / --save-every
 steps); --resume continues from it and repeats the uninterrupted run exactly.
+
+Data-parallel on N workers with MindSpore's launcher (--batch-size stays the global batch):
+
+    msrun --worker_num 2 --local_worker_num 2 --master_port 8118 --log_dir logs --join True \\
+          train.py ... --data-parallel
 """
 
 import argparse
@@ -68,7 +73,8 @@ def parse_args(argv=None):
     size.add_argument("--intermediate-size", type=num.positive_int, default=512)
     size.add_argument("--dropout", type=num.probability, default=0.1)
     p.add_argument("--epochs", type=num.positive_int, default=3)
-    p.add_argument("--batch-size", type=num.positive_int, default=64)
+    p.add_argument("--batch-size", type=num.positive_int, default=64,
+                   help="examples per step; with --data-parallel the GLOBAL batch, split evenly over the workers")
     p.add_argument("--lr", type=num.positive_float, default=2e-4)
     p.add_argument("--warmup", type=num.fraction, default=0.1, help="fraction of steps of linear warm-up")
     p.add_argument("--weight-decay", type=num.non_negative_float, default=0.01)
@@ -89,6 +95,9 @@ def parse_args(argv=None):
                    help="continue from <output>.state, exactly: use the same flags as the interrupted run")
     p.add_argument("--force", action="store_true", help="overwrite an existing --output")
     p.add_argument("--no-jit", action="store_true", help="run in PyNative mode instead of a compiled graph")
+    p.add_argument("--data-parallel", action="store_true",
+                   help="one worker of an msrun job: train on this worker's share of every batch, average the "
+                        "gradients over the workers; only rank 0 writes and reports (see the README)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     args = p.parse_args(argv)
     if args.task is None:
@@ -153,9 +162,10 @@ def write_json(path, data):
 class Trainer:
     """Epoch loop shared by both tasks: steps, progress bar, state saving, resume."""
 
-    def __init__(self, args, model, tokenizer, spiece_path, steps_per_epoch, loss_fn):
+    def __init__(self, args, model, tokenizer, spiece_path, steps_per_epoch, loss_fn, parallel):
         from albert_min.training import linear_warmup_decay, make_optimizer
         self.args, self.model, self.tokenizer, self.spiece_path = args, model, tokenizer, spiece_path
+        self.parallel = parallel   # albert_min.parallel: this worker's rows, who writes, agreed decisions
         self.steps_per_epoch = steps_per_epoch
         self.total_steps = steps_per_epoch * args.epochs
         if args.max_steps:
@@ -177,21 +187,24 @@ class Trainer:
         from albert_min.training import make_train_step, quiet_recompile_warning, reseed_dropout
         if self.train_step is None:
             quiet_recompile_warning()
-            reseed_dropout(self.model, self.args.seed, self.state["step"])
+            reseed_dropout(self.model, self.args.seed, self.state["step"], self.parallel.rank)
             self.train_step = make_train_step(self.loss_fn, self.optimizer, self.args.max_grad_norm,
-                                              use_jit=not self.args.no_jit)
+                                              use_jit=not self.args.no_jit,
+                                              grad_reducer=self.parallel.grad_reducer(self.optimizer.parameters))
         return float(self.train_step(*[ms.Tensor(x) for x in batch]).asnumpy())
 
     def save_state(self):
         from albert_min.training import save_training_state
-        save_training_state(self.state_dir, self.model, self.optimizer, self.state)
+        if self.parallel.writes:
+            save_training_state(self.state_dir, self.model, self.optimizer, self.state)
         self.train_step = None
 
     def resume(self):
         from albert_min.training import load_training_state
         from albert_min.checkpoint import recover_directory
-        recover_directory(self.args.output)   # a best-model save the crash interrupted
-        self.state = load_training_state(self.state_dir, self.model, self.optimizer)
+        if self.parallel.writes:
+            recover_directory(self.args.output)   # a best-model save the crash interrupted
+        self.state = load_training_state(self.state_dir, self.model, self.optimizer, recover=self.parallel.writes)
         self.state.setdefault("epoch_losses", [])
         print(f"resumed from {self.state_dir}: epoch {self.state['epoch']}, step {self.state['step']}", flush=True)
 
@@ -204,6 +217,7 @@ class Trainer:
         """
         from tqdm import tqdm
         args = self.args
+        self.check_workers_agree()
         deadline = time.monotonic() + args.max_minutes * 60 if args.max_minutes else None
         out_of_time = False
         for epoch in range(self.state["epoch"], args.epochs):
@@ -233,7 +247,7 @@ class Trainer:
                     self.save_state()
                 elif args.save_every and self.state["step"] % args.save_every == 0 and mid_epoch:
                     self.save_state()
-                if deadline is not None and time.monotonic() >= deadline and mid_epoch:
+                if deadline is not None and self.parallel.any(time.monotonic() >= deadline) and mid_epoch:
                     out_of_time = True   # checked after a step: at least one step per run
                     break
             bar.close()
@@ -247,11 +261,22 @@ class Trainer:
             self.state["epoch"] = epoch + 1
             self.state["epoch_losses"] = []
             self.save_state()
-            if deadline is not None and time.monotonic() >= deadline and self.state["step"] < self.total_steps:
+            if (deadline is not None and self.parallel.any(time.monotonic() >= deadline)
+                    and self.state["step"] < self.total_steps):
                 print(f"stopped after --max-minutes {args.max_minutes} at step {self.state['step']} (end of "
                       f"epoch {epoch + 1}); --resume continues from {self.state_dir}", flush=True)
                 break
         return self.state
+
+    def check_workers_agree(self):
+        """Data-parallel workers never exchange weights: they must start from the same ones."""
+        from albert_min.checkpoint import model_arrays
+        if self.parallel.size == 1:
+            return
+        sp = self.tokenizer.sp   # the vocabulary: a trained spiece.model's bytes also hold its temporary paths
+        vocabulary = "\n".join(f"{sp.IdToPiece(i)} {sp.GetScore(i)}" for i in range(sp.GetPieceSize()))
+        self.parallel.check_same("tokenizers (give them one with --tokenizer)", vocabulary.encode())
+        self.parallel.check_same("initial weights", b"".join(a.tobytes() for a in model_arrays(self.model).values()))
 
     def evaluate_and_keep_best(self, evaluate, epoch, losses, start):
         """Evaluate, log a record, and save the model folder if this is the best score so far."""
@@ -265,12 +290,14 @@ class Trainer:
         print(json.dumps(record), flush=True)
         if self.state["best"] is None or score >= self.state["best"]:
             self.state["best"] = score
+            if not self.parallel.writes:
+                return
             save_model_dir(self.model, self.args.output, spiece_model=self.spiece_path, overwrite=True,
                            protect=self.protect, extra_files={TRAIN_METRICS_FILE: lambda path: write_json(path, record)})
             print(f"saved {self.args.output} (score {score:.4f})", flush=True)
 
 
-def run_classification(args, workdir):
+def run_classification(args, workdir, parallel):
     """Fine-tune on a GLUE task (or a generic sentence<TAB>label TSV): single sentences or
     pairs, classification (cross-entropy) or, for STS-B, regression (MSE on one score)."""
     from albert_min import glue
@@ -313,6 +340,10 @@ def run_classification(args, workdir):
 
     def epoch_batches(epoch):
         for idx in train_batch_indices([len(r) for r in ids], args.batch_size, random.Random(args.seed + epoch)):
+            rows = parallel.shard(len(idx))   # this worker's share of the global batch
+            if rows is None:
+                continue
+            idx = idx[rows]
             batch = pad_with_types([ids[i] for i in idx], [types[i] for i in idx], tokenizer.pad_token_id)
             yield (*batch, np.array([train_set.labels[i] for i in idx], label_dtype))
 
@@ -324,7 +355,8 @@ def run_classification(args, workdir):
         metrics = glue.evaluation_metrics(task, dev.labels, logits)
         return glue.selection_score(task, metrics), {"dev_" + k: v for k, v in metrics.items() if k != "confusion"}
 
-    trainer = Trainer(args, model, tokenizer, spiece_path, math.ceil(len(ids) / args.batch_size), loss_fn)
+    trainer = Trainer(args, model, tokenizer, spiece_path, parallel.steps(len(ids), args.batch_size), loss_fn,
+                      parallel)
     if args.resume:
         trainer.resume()
     return trainer.run(epoch_batches, evaluate)
@@ -343,7 +375,7 @@ def tokenizer_sentences(args, sentences):
     return list(sentences) + extra
 
 
-def run_pretraining(args, workdir):
+def run_pretraining(args, workdir, parallel):
     """--task sop / nsp / mlm on --text; the pieces are in albert_min.pretraining."""
     from albert_min import pretraining
     from albert_min.data import read_documents, DataError
@@ -376,14 +408,18 @@ def run_pretraining(args, workdir):
     def epoch_batches(epoch):
         examples, rng = epoch_examples(epoch), np.random.default_rng(args.seed + epoch)
         for start in range(0, len(examples), args.batch_size):
-            yield batcher(examples[start:start + args.batch_size], rng)
+            batch = batcher(examples[start:start + args.batch_size], rng)   # masks drawn for the global batch
+            rows = parallel.shard(len(batch[-1]))
+            if rows is not None:
+                yield pretraining.shard_batch(batch, rows) if parallel.size > 1 else batch
 
     def evaluate():
         metrics = heldout.evaluate(model, progress=not args.quiet)
         return metrics["heldout_mlm_accuracy"], metrics
 
-    steps = math.ceil(len(epoch_examples(0)) / args.batch_size)   # later epochs differ by a few cuts
-    trainer = Trainer(args, model, tokenizer, spiece_path, steps, pretraining.make_loss_fn(model, args.task))
+    steps = parallel.steps(len(epoch_examples(0)), args.batch_size)   # later epochs differ by a few cuts
+    trainer = Trainer(args, model, tokenizer, spiece_path, steps, pretraining.make_loss_fn(model, args.task),
+                      parallel)
     if args.resume:
         trainer.resume()
     return trainer.run(epoch_batches, evaluate)
@@ -398,14 +434,16 @@ def input_paths(args):
     return tuple(p for p in (args.train, args.dev, args.text, args.init, args.config, args.tokenizer) if p)
 
 
-def check_outputs(args):
+def check_outputs(args, writes=True):
     """Before any long work: the model and state folders can be written and replace
-    nothing albert_min did not write (see ``albert_min.checkpoint.check_replaceable``)."""
+    nothing albert_min did not write (see ``albert_min.checkpoint.check_replaceable``).
+    ``writes=False``: the same checks for a data-parallel worker that never writes."""
     from albert_min.checkpoint import check_replaceable, recover_directory
     state = state_dir(args)
-    if args.resume:
+    if args.resume and writes:
         recover_directory(args.output)
         recover_directory(state)
+    if args.resume:
         if not os.path.isdir(state):
             sys.exit(f"error: no training state to resume in {state}")
     elif not args.force:
@@ -415,14 +453,50 @@ def check_outputs(args):
             sys.exit(f"error: {state} holds an unfinished run; pass --resume to continue it or --force to restart")
     for path in (args.output, state):
         check_replaceable(path, overwrite=True, protect=input_paths(args))
+        if not writes:
+            continue
         parent = os.path.dirname(os.path.abspath(path))
         os.makedirs(parent, exist_ok=True)
         if not os.access(parent, os.W_OK | os.X_OK):
             raise PermissionError(13, "folder not writable", parent)
 
 
+def check_data_parallel(args):
+    """Before MindSpore's init (which would wait and fail with a traceback): msrun is there and the batch divides."""
+    from albert_min.parallel import MSRUN_VARIABLES, msrun_workers
+    workers = msrun_workers()
+    if workers is None:
+        print(f"error: --data-parallel must run under msrun ({', '.join(MSRUN_VARIABLES)} not set), e.g. "
+              f"msrun --worker_num 2 --local_worker_num 2 --master_port 8118 train.py ... --data-parallel",
+              file=sys.stderr)
+        sys.exit(2)
+    if args.batch_size % workers:
+        print(f"error: --batch-size {args.batch_size} (the global batch) must be a multiple of the "
+              f"{workers} data-parallel workers", file=sys.stderr)
+        sys.exit(2)
+
+
+def start_data_parallel(args):
+    """Join the msrun job; every worker checks the outputs (on --resume after rank 0, which alone
+    completes or rolls back a save a crash interrupted)."""
+    from albert_min.parallel import DataParallel
+    parallel = DataParallel()
+    if parallel.writes or not args.resume:
+        check_outputs(args, writes=parallel.writes)
+    if args.resume:
+        parallel.barrier()
+        if not parallel.writes:
+            check_outputs(args, writes=False)
+    if not parallel.writes:
+        args.quiet = True
+        sys.stdout = open(os.devnull, "w")   # only rank 0 reports progress; errors still reach stderr
+    return parallel
+
+
 def main(argv=None):
     args = parse_args(argv)
+    if args.data_parallel:
+        check_data_parallel(args)
     from albert_min.errors import AlbertMinError
     try:
         return train(args)
@@ -434,15 +508,18 @@ def main(argv=None):
 
 
 def train(args):
-    check_outputs(args)
+    if not args.data_parallel:
+        check_outputs(args)
     import mindspore as ms
     ms.set_device("CPU")
+    from albert_min.parallel import SingleProcess
+    parallel = start_data_parallel(args) if args.data_parallel else SingleProcess()
     from albert_min.training import seed_everything, set_cpu_threads
     set_cpu_threads()   # one kernel thread: same seed, same run (see its docstring)
     seed_everything(args.seed)
     with tempfile.TemporaryDirectory() as workdir:
         runner = run_pretraining if args.task in PRETRAINING_TASKS else run_classification
-        state = runner(args, workdir)
+        state = runner(args, workdir, parallel)
     print(f"done: best score {state['best']}, model in {args.output}")
     return state
 

@@ -164,6 +164,19 @@ class PretrainingBatcher:
                 weights.reshape(-1), labels)
 
 
+def shard_batch(batch, rows: slice):
+    """The examples ``rows`` of a ``PretrainingBatcher`` batch (a data-parallel worker's
+    share), with the flat MLM positions re-based to the smaller batch."""
+    input_ids, token_type_ids, attention_mask, flat_positions, mlm_ids, weights, labels = batch
+    B, S = input_ids.shape
+
+    def per_example(flat):   # [B*P] -> this worker's rows, flat again
+        return flat.reshape(B, -1)[rows].reshape(-1)
+
+    return (input_ids[rows], token_type_ids[rows], attention_mask[rows],
+            per_example(flat_positions) - rows.start * S, per_example(mlm_ids), per_example(weights), labels[rows])
+
+
 # ------------------------------------------------------------------ the model
 def masked_lm_logits(model, sequence_output, flat_positions):
     """MLM logits ``[B*P, V]`` at the masked positions only."""

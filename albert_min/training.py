@@ -38,16 +38,25 @@ def make_optimizer(model, lr_schedule, weight_decay):
     return nn.AdamWeightDecay(groups, learning_rate=ms.Tensor(lr_schedule), eps=1e-6)
 
 
-def make_train_step(loss_fn, optimizer, max_grad_norm, use_jit=True):
+def make_train_step(loss_fn, optimizer, max_grad_norm, use_jit=True, grad_reducer=None):
     """One optimisation step: loss, gradients, global-norm clipping, AdamW update.
 
     ``loss_fn(*batch)`` returns a scalar. The step is compiled to a graph
-    with ``mindspore.jit`` unless ``use_jit`` is False.
+    with ``mindspore.jit`` unless ``use_jit`` is False. Data-parallel workers
+    pass ``grad_reducer`` (``nn.DistributedGradReducer``, see albert_min.parallel):
+    the gradients are averaged over the workers BEFORE clipping, so the norm is
+    the global batch's, and the returned loss is the mean over the workers.
     """
     grad_fn = ms.value_and_grad(loss_fn, None, optimizer.parameters)
+    if grad_reducer is not None:
+        from mindspore.communication import get_group_size
+        sum_over_workers, workers = ops.AllReduce(), get_group_size()
 
     def train_step(*batch):
         loss, grads = grad_fn(*batch)
+        if grad_reducer is not None:
+            grads = grad_reducer(grads)
+            loss = sum_over_workers(loss) / workers
         grads = ops.clip_by_global_norm(grads, max_grad_norm)
         optimizer(grads)
         return loss
@@ -74,14 +83,16 @@ def save_training_state(directory, model, optimizer, state: dict):
             json.dump(state, f, indent=2)
 
 
-def load_training_state(directory, model, optimizer) -> dict:
+def load_training_state(directory, model, optimizer, recover=True) -> dict:
     """Restore what ``save_training_state`` wrote; returns the state dict.
 
     A save that a crash interrupted is first completed or rolled back
-    (``recover_directory``). Every optimizer tensor must be there: a resume
-    without the AdamW moments would silently be a different run.
+    (``recover_directory``; ``recover=False`` for readers that must not write,
+    e.g. data-parallel workers other than rank 0). Every optimizer tensor must
+    be there: a resume without the AdamW moments would silently be a different run.
     """
-    recover_directory(directory)
+    if recover:
+        recover_directory(directory)
     state_path = os.path.join(directory, STATE_FILE)
     if not os.path.isfile(state_path):
         raise CheckpointError(f"no training state to resume in {directory}")
@@ -107,8 +118,9 @@ def load_training_state(directory, model, optimizer) -> dict:
     return state
 
 
-def reseed_dropout(model, seed, step):
-    """Give every dropout of ``model`` a fresh mask generator seeded from ``(seed, step)``.
+def reseed_dropout(model, seed, step, rank=0):
+    """Give every dropout of ``model`` a fresh mask generator seeded from ``(seed, step)``
+    (and ``rank``: each data-parallel worker draws its own masks for its own rows).
 
     MindSpore's CPU dropout keeps its random state inside the kernel, where it
     cannot be saved (and ``mindspore.Generator``-driven dropout, ``DropoutExt``,
@@ -121,7 +133,8 @@ def reseed_dropout(model, seed, step):
     dropouts = [cell for _, cell in model.cells_and_names() if isinstance(cell, nn.Dropout)]
     for index, cell in enumerate(dropouts):
         keep = cell.keep_prob if cell.p is None else 1.0 - cell.p
-        seed0, seed1 = np.random.SeedSequence([seed, step, index]).generate_state(2) % (2**31 - 1) + 1
+        entropy = [seed, step, index] + ([rank] if rank else [])   # rank 0: the single-process masks
+        seed0, seed1 = np.random.SeedSequence(entropy).generate_state(2) % (2**31 - 1) + 1
         cell.dropout = ops.Dropout(float(keep), int(seed0), int(seed1))
 
 

@@ -1,0 +1,181 @@
+"""train.py --data-parallel: the checks before msrun, the sharding, and (slow: real msrun jobs,
+~25 s of startup each) 2 workers x batch b against 1 process x batch 2b."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import ROOT
+from test_pretraining import corpus, tiny
+from test_scripts import TINY_MODEL, sentiment_tsv
+
+from albert_min import pretraining
+from albert_min.checkpoint import read_checkpoint
+from albert_min.parallel import MSRUN_VARIABLES, DataParallel, SingleProcess
+
+MSRUN_ENV = {"MS_WORKER_NUM": "2", "MS_SCHED_HOST": "127.0.0.1", "MS_SCHED_PORT": "1", "MS_ROLE": "MS_WORKER"}
+
+
+def without_msrun_env():
+    return {k: v for k, v in os.environ.items() if k not in MSRUN_VARIABLES}
+
+
+def run_train(args, env):
+    return subprocess.run([sys.executable, "train.py", *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=60)
+
+
+def test_data_parallel_without_msrun_is_a_one_line_error(tmp_path):
+    done = run_train(["--train", "x/train.tsv", "--output", str(tmp_path / "m"), "--data-parallel"],
+                     without_msrun_env())
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: --data-parallel must run under msrun (")
+    assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+    assert not os.listdir(tmp_path)
+
+
+def test_global_batch_must_divide_over_the_workers(tmp_path):
+    done = run_train(["--train", "x/train.tsv", "--output", str(tmp_path / "m"), "--data-parallel",
+                      "--batch-size", "15"], {**without_msrun_env(), **MSRUN_ENV})
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip() == ("error: --batch-size 15 (the global batch) must be a multiple of the "
+                                   "2 data-parallel workers")
+
+
+def worker(rank, size):
+    """A DataParallel as rank ``rank`` of ``size`` sees it, without joining a job (only the arithmetic)."""
+    parallel = object.__new__(DataParallel)
+    parallel.rank, parallel.size, parallel.writes = rank, size, rank == 0
+    return parallel
+
+
+@pytest.mark.parametrize("rows", [16, 10, 7, 3, 1])
+def test_shards_are_equal_disjoint_and_cover_all_but_the_remainder(rows):
+    shards = [worker(rank, 3).shard(rows) for rank in range(3)]
+    if rows < 3:
+        assert shards == [None] * 3   # skipped by every worker alike
+        return
+    taken = [i for s in shards for i in range(rows)[s]]
+    assert len({len(range(rows)[s]) for s in shards}) == 1
+    assert taken == list(range(rows - rows % 3))
+    assert SingleProcess().shard(rows) == slice(0, rows)
+
+
+def test_steps_per_epoch_count_the_batches_that_are_not_skipped():
+    assert [worker(0, 4).steps(n, 16) for n in (64, 66, 68, 79)] == [4, 4, 5, 5]
+    assert SingleProcess().steps(66, 16) == 5
+
+
+def test_pretraining_shard_keeps_each_examples_masked_positions():
+    rng = np.random.default_rng(0)
+    B, S, P = 4, 8, 2
+    ids = rng.integers(5, 50, (B, S)).astype(np.int32)
+    positions = np.sort(rng.choice(S, (B, P)), axis=1).astype(np.int32)
+    batch = (ids, ids * 0, ids * 0 + 1, (positions + S * np.arange(B)[:, None]).reshape(-1),
+             rng.integers(5, 50, B * P), rng.random(B * P).astype(np.float32), np.arange(B))
+    for rows in (slice(0, 2), slice(2, 4)):
+        part = pretraining.shard_batch(batch, rows)
+        assert part[0].shape == (2, S) and part[3].shape == part[4].shape == part[5].shape == (2 * P,)
+        np.testing.assert_array_equal(part[0].reshape(-1)[part[3]], batch[0].reshape(-1)[batch[3]][rows.start * P:rows.stop * P])
+        np.testing.assert_array_equal(part[4], batch[4][rows.start * P:rows.stop * P])
+        np.testing.assert_array_equal(part[6], batch[6][rows])
+
+
+# ------------------------------------------------------------- real msrun jobs
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_msrun(args, log_dir):
+    command = ["msrun", "--worker_num", "2", "--local_worker_num", "2", "--master_port", str(free_port()),
+               "--log_dir", str(log_dir), "--join", "True", "--cluster_time_out", "120",
+               "train.py", *args, "--data-parallel"]
+    # A session of its own, so that a failed test can end msrun AND its workers.
+    return subprocess.Popen(command, cwd=ROOT, env=without_msrun_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+
+def finish(process, log_dir, timeout=240):
+    try:
+        out, _ = process.communicate(timeout=timeout)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+    logs = "".join(open(os.path.join(log_dir, n)).read()[-3000:] for n in sorted(os.listdir(log_dir))
+                   if n.startswith("worker")) if os.path.isdir(log_dir) else ""
+    assert process.returncode == 0, out[-2000:] + logs
+    return open(os.path.join(log_dir, "worker_0.log")).read()
+
+
+@pytest.fixture
+def processes():
+    """Popen objects to end, with their whole process group, if the test fails half way."""
+    started = []
+    yield started
+    for process in started:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+
+
+def history(state_dir):
+    with open(os.path.join(state_dir, "state.json")) as f:
+        return json.load(f)["history"]
+
+
+@pytest.mark.slow
+def test_two_workers_match_one_process_with_twice_the_batch(tmp_path, processes):
+    """40 examples, global batch 16 (2 x 8 per worker; the last batch 2 x 4), 2 epochs, dropout 0.
+    --eval-every 1 records the loss after every step and has rank 0 evaluate and save while the other waits."""
+    train_tsv = sentiment_tsv(tmp_path / "train.tsv", 40, seed=5)
+    dev_tsv = sentiment_tsv(tmp_path / "dev.tsv", 16, seed=6)
+    args = ["--train", train_tsv, "--dev", dev_tsv, "--epochs", "2", "--batch-size", "16", "--lr", "3e-3",
+            "--dropout", "0", "--eval-every", "1", *TINY_MODEL]
+    single = subprocess.Popen([sys.executable, "train.py", *args, "--output", str(tmp_path / "single")], cwd=ROOT,
+                              env=without_msrun_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              start_new_session=True)
+    processes.append(single)
+    processes.append(start_msrun(args + ["--output", str(tmp_path / "dp")], tmp_path / "logs"))
+    rank0_log = finish(processes[-1], tmp_path / "logs")
+    _, err = single.communicate(timeout=240)
+    assert single.returncode == 0, err[-2000:]
+
+    one, two = history(tmp_path / "single.state"), history(tmp_path / "dp.state")
+    assert [h["step"] for h in two] == [h["step"] for h in one] == [1, 2, 3, 4, 5, 6]
+    np.testing.assert_allclose([h["train_loss"] for h in two], [h["train_loss"] for h in one], rtol=1e-5)
+    assert [h["dev_accuracy"] for h in two] == [h["dev_accuracy"] for h in one]
+    for folder in ("", ".state"):
+        a = read_checkpoint(os.path.join(tmp_path, "single" + folder, "model.ckpt"))
+        b = read_checkpoint(os.path.join(tmp_path, "dp" + folder, "model.ckpt"))
+        for key in a:
+            np.testing.assert_allclose(b[key], a[key], rtol=1e-4, atol=1e-6, err_msg=key)
+    # Rank 0 reports, the other worker is silent; nothing but the two folders was written.
+    assert "done: best score" in rank0_log
+    assert "done: best score" not in open(tmp_path / "logs" / "worker_1.log").read()
+    assert sorted(os.listdir(tmp_path)) == ["dev.tsv", "dp", "dp.state", "logs", "single", "single.state",
+                                            "train.tsv"]
+
+
+@pytest.mark.slow
+def test_pretraining_stops_together_on_max_minutes_and_resumes(tmp_path, processes):
+    """Both workers agree when --max-minutes is up (else one would wait in an AllReduce the other never joins),
+    rank 0 writes the state, and --resume under msrun continues from it."""
+    text = corpus(tmp_path / "c.txt", n_docs=30)
+    args = ["--task", "sop", "--text", text, "--output", str(tmp_path / "pre"), "--epochs", "1", *tiny()]
+    processes.append(start_msrun(args + ["--max-minutes", "0.0001"], tmp_path / "logs1"))
+    assert "stopped after --max-minutes" in finish(processes[-1], tmp_path / "logs1")
+    assert history(tmp_path / "pre.state")[-1]["step"] == 1
+    processes.append(start_msrun(args + ["--resume"], tmp_path / "logs2"))
+    log = finish(processes[-1], tmp_path / "logs2")
+    assert "resumed from" in log and "done: best score" in log
+    with open(tmp_path / "pre.state" / "state.json") as f:
+        assert json.load(f)["epoch"] == 1
