@@ -94,22 +94,48 @@ def free_port():
         return s.getsockname()[1]
 
 
+def descendants(pid):
+    """Process ids below ``pid`` (msrun starts its workers in sessions of their own)."""
+    children = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        below = children.get(todo.pop(), [])
+        found += below
+        todo += below
+    return found
+
+
+def end(process):
+    """Kill a job that is still running: msrun (or train.py) and every process it started."""
+    if process.poll() is None:
+        for pid in descendants(process.pid) + [process.pid]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        process.communicate()
+
+
 def start_msrun(args, log_dir):
     command = ["msrun", "--worker_num", "2", "--local_worker_num", "2", "--master_port", str(free_port()),
                "--log_dir", str(log_dir), "--join", "True", "--cluster_time_out", "120",
                "train.py", *args, "--data-parallel"]
-    # A session of its own, so that a failed test can end msrun AND its workers.
     return subprocess.Popen(command, cwd=ROOT, env=without_msrun_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+                            stderr=subprocess.STDOUT, text=True)
 
 
 def finish(process, log_dir, timeout=240):
     try:
         out, _ = process.communicate(timeout=timeout)
     finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.communicate()
+        end(process)
     logs = "".join(open(os.path.join(log_dir, n)).read()[-3000:] for n in sorted(os.listdir(log_dir))
                    if n.startswith("worker")) if os.path.isdir(log_dir) else ""
     assert process.returncode == 0, out[-2000:] + logs
@@ -118,13 +144,11 @@ def finish(process, log_dir, timeout=240):
 
 @pytest.fixture
 def processes():
-    """Popen objects to end, with their whole process group, if the test fails half way."""
+    """Popen objects to end, with the workers they started, if the test fails half way."""
     started = []
     yield started
     for process in started:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.communicate()
+        end(process)
 
 
 def history(state_dir):
@@ -141,8 +165,7 @@ def test_two_workers_match_one_process_with_twice_the_batch(tmp_path, processes)
     args = ["--train", train_tsv, "--dev", dev_tsv, "--epochs", "2", "--batch-size", "16", "--lr", "3e-3",
             "--dropout", "0", "--eval-every", "1", *TINY_MODEL]
     single = subprocess.Popen([sys.executable, "train.py", *args, "--output", str(tmp_path / "single")], cwd=ROOT,
-                              env=without_msrun_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              start_new_session=True)
+                              env=without_msrun_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     processes.append(single)
     processes.append(start_msrun(args + ["--output", str(tmp_path / "dp")], tmp_path / "logs"))
     rank0_log = finish(processes[-1], tmp_path / "logs")
