@@ -180,6 +180,7 @@ def test_converted_public_checkpoint_goes_through_evaluate_unchanged(tmp_path):
     predicted = [int(line.split("\t")[1]) for line in open(preds).read().splitlines()[1:]]
     assert predicted == reference.argmax(-1).tolist()
     # The probabilities behind those predictions, through the same path evaluate.py takes.
+    from albert_min.checkpoint import training_max_length
     from albert_min.classify import predict_logits, softmax
     from albert_min.glue import TASKS, read_examples
     from albert_min.modeling import AlbertForSequenceClassification
@@ -187,7 +188,7 @@ def test_converted_public_checkpoint_goes_through_evaluate_unchanged(tmp_path):
     examples = read_examples(os.path.join(source, "dev64.tsv"), TASKS["cls"])
     logits, _ = predict_logits(AlbertForSequenceClassification.from_pretrained(converted),
                                AlbertTokenizer.from_pretrained(converted), examples.texts,
-                               max_length=evaluate.training_max_length(converted), progress=False)
+                               max_length=training_max_length(converted), progress=False)
     assert np.abs(softmax(logits) - reference).max() <= 1e-5
 
 
