@@ -242,7 +242,8 @@ class Trainer:
                 bar.set_postfix(loss=f"{np.mean(losses[-50:]):.4f}")
                 mid_epoch = len(losses) < self.steps_per_epoch
                 if args.eval_every and self.state["step"] % args.eval_every == 0 and mid_epoch:
-                    self.evaluate_and_keep_best(evaluate, epoch + len(losses) / self.steps_per_epoch, losses, start)
+                    self.evaluate_and_keep_best(evaluate, epoch + len(losses) / self.steps_per_epoch, losses,
+                                                start, len(losses) - done)
                     self.model.set_train(True)
                     self.save_state()
                 elif args.save_every and self.state["step"] % args.save_every == 0 and mid_epoch:
@@ -251,13 +252,16 @@ class Trainer:
                     out_of_time = True   # checked after a step: at least one step per run
                     break
             bar.close()
-            if out_of_time:
-                self.evaluate_and_keep_best(evaluate, epoch + len(losses) / self.steps_per_epoch, losses, start)
+            if len(losses) < self.steps_per_epoch:   # stopped inside the epoch: out of time or at --max-steps
+                if not self.state["history"] or self.state["history"][-1]["step"] != self.state["step"]:
+                    self.evaluate_and_keep_best(evaluate, epoch + len(losses) / self.steps_per_epoch, losses,
+                                                start, len(losses) - done)
                 self.save_state()
-                print(f"stopped after --max-minutes {args.max_minutes} at step {self.state['step']}; "
-                      f"--resume continues from {self.state_dir}", flush=True)
+                if out_of_time:
+                    print(f"stopped after --max-minutes {args.max_minutes} at step {self.state['step']}; "
+                          f"--resume continues from {self.state_dir}", flush=True)
                 break
-            self.evaluate_and_keep_best(evaluate, epoch + 1, losses, start)
+            self.evaluate_and_keep_best(evaluate, epoch + 1, losses, start, len(losses) - done)
             self.state["epoch"] = epoch + 1
             self.state["epoch_losses"] = []
             self.save_state()
@@ -278,14 +282,17 @@ class Trainer:
         self.parallel.check_same("tokenizers (give them one with --tokenizer)", vocabulary.encode())
         self.parallel.check_same("initial weights", b"".join(a.tobytes() for a in model_arrays(self.model).values()))
 
-    def evaluate_and_keep_best(self, evaluate, epoch, losses, start):
-        """Evaluate, log a record, and save the model folder if this is the best score so far."""
+    def evaluate_and_keep_best(self, evaluate, epoch, losses, start, steps_run):
+        """Evaluate, log a record, and save the model folder if this is the best score so far.
+
+        losses: the epoch's losses so far (before a resume too); steps_run: those this run took since start.
+        """
         from albert_min.checkpoint import TRAIN_METRICS_FILE, save_model_dir
         seconds = time.perf_counter() - start
         self.model.set_train(False)
         score, metrics = evaluate()
         record = {"epoch": round(epoch, 2), "step": self.state["step"], "max_length": self.args.max_length,
-                  "train_loss": float(np.mean(losses)), "steps_per_s": len(losses) / seconds, **metrics}
+                  "train_loss": float(np.mean(losses)), "steps_per_s": steps_run / seconds, **metrics}
         self.state["history"].append(record)
         print(json.dumps(record), flush=True)
         if self.state["best"] is None or score >= self.state["best"]:

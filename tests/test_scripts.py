@@ -118,6 +118,17 @@ def test_eval_every_keeps_the_best_mid_epoch_model(trained):
                                                                if h["dev_accuracy"] == best][-1]
 
 
+@pytest.mark.parametrize("max_steps,steps", [(30, [15, 30]), (20, [15, 20])])
+def test_stopping_inside_an_epoch_logs_one_record_at_the_step_it_stopped(trained, max_steps, steps):
+    # 40 steps per epoch: --max-steps ends the run inside epoch 1, which is reported as a fraction of it, once.
+    state = train.main(["--train", trained["train"], "--dev", trained["dev"], "--output",
+                        str(trained["tmp"] / f"stop{max_steps}"), "--batch-size", "16", "--lr", "2e-3",
+                        "--epochs", "3", "--eval-every", "15", "--max-steps", str(max_steps), *TINY_MODEL])
+    assert [h["step"] for h in state["history"]] == steps
+    assert [h["epoch"] for h in state["history"]] == [round(s / 40, 2) for s in steps]
+    assert state["step"] == max_steps and state["epoch"] == 0
+
+
 def test_sop_pretraining_then_fine_tuning(tmp_path):
     rng = random.Random(0)
     corpus = tmp_path / "corpus.txt"
