@@ -187,7 +187,10 @@ def evaluate_rows(args, rows):
 
 
 # --------------------------------------------------------- encoder / train step
-def throughput_rows(args, rows, name, config, batch, seq, train):
+def step_pair(config, batch, seq, train):
+    """(ours, reference): zero-argument callables running one encoder forward (eval mode)
+    or, with ``train``, one train step of the classifier, on the same random inputs
+    and the same weights in both frameworks."""
     import mindspore as ms
     from encoder_throughput import make_inputs, reference_model
     import torch
@@ -236,6 +239,11 @@ def throughput_rows(args, rows, name, config, batch, seq, train):
             with torch.no_grad():
                 ref(input_ids=t[0], token_type_ids=t[1], attention_mask=t[2])
 
+    return ours_fn, ref_fn
+
+
+def throughput_rows(args, rows, name, config, batch, seq, train):
+    ours_fn, ref_fn = step_pair(config, batch, seq, train)
     s_ours, s_ref, threads = median_pair(ours_fn, ref_fn, args.repeats, args.torch_threads)
     unit, scale = ("steps/s", 1) if train else ("sent/s", batch)
     rows.append({"what": f"{name}, batch {batch}, seq {seq}", "unit": unit, "ours": scale / s_ours,
