@@ -198,8 +198,9 @@ def atomic_directory(target, overwrite=False, protect=(), kind=MODEL_KIND):
 
 def write_checkpoint(arrays: dict, path: str):
     """Write ``{name: np.ndarray}`` as a MindSpore ``.ckpt``."""
-    ms.save_checkpoint([{"name": k, "data": ms.Tensor(np.ascontiguousarray(v))} for k, v in arrays.items()], path,
-                       crc_check=True)   # a CRC32 per file: load_checkpoint(crc_check=True) catches flipped bytes
+    # Tensor.from_numpy shares the arrays' memory (ms.Tensor would copy each one: one more model-sized copy).
+    ms.save_checkpoint([{"name": k, "data": ms.Tensor.from_numpy(np.ascontiguousarray(v))} for k, v in arrays.items()],
+                       path, crc_check=True)   # a CRC32 per file: load_checkpoint(crc_check=True) catches flipped bytes
 
 
 def model_arrays(model) -> dict:
