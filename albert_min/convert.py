@@ -383,7 +383,7 @@ def summary(report) -> str:
         f"  load with:  {', '.join(report['classes'])}.from_pretrained({report['dst']!r})",
         *([f"  added:      {_listing(report['synthesised'])} (exact identity: Google has no E -> H "
            "projection when embedding_size == hidden_size)"] if report["synthesised"] else []),
-        *([f"  groups:     Google's loop -> group formula (config.json: group_mapping=\"google\")"]
+        *(["  groups:     Google's loop -> group formula (config.json: group_mapping=\"google\")"]
           if c.group_mapping == "google" and c.num_hidden_groups > 1 else []),
         f"  parameters: {report['parameters']:,}",
         f"  tokenizer:  {report['spiece'] or 'none (no spiece.model / 30k-clean.model next to the weights)'}",

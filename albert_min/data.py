@@ -33,6 +33,16 @@ def text_lines(path):
                 raise DataError(f"{path}:{line_no}: not UTF-8") from None
 
 
+def row_fields(path, line_no, line, header):
+    """The tab-separated fields of one TSV row; a DataError naming ``path:line_no`` unless
+    there is one per header column."""
+    fields = line.split("\t")
+    if len(fields) != len(header):
+        raise DataError(f"{path}:{line_no}: expected {len(header)} tab-separated fields "
+                        f"({', '.join(header)}), found {len(fields)}")
+    return fields
+
+
 def read_tsv(path, text_column="sentence", label_column="label", require_labels=True):
     """Read a GLUE TSV with a header row. Returns (sentences, labels or None).
 
@@ -54,10 +64,7 @@ def read_tsv(path, text_column="sentence", label_column="label", require_labels=
     for line_no, line in lines:
         if not line.strip():
             continue
-        fields = line.split("\t")
-        if len(fields) != len(header):
-            raise DataError(f"{path}:{line_no}: expected {len(header)} tab-separated fields "
-                            f"({', '.join(header)}), found {len(fields)}")
+        fields = row_fields(path, line_no, line, header)
         text = fields[text_at].strip()
         if not text:
             raise DataError(f"{path}:{line_no}: empty {text_column!r}")

@@ -32,7 +32,7 @@ from typing import Optional
 
 import numpy as np
 
-from .data import DataError, read_tsv
+from .data import DataError, read_tsv, row_fields
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,10 +135,7 @@ def read_examples(path: str, task: Task) -> Examples:
     for line_no, line in enumerate(lines[first - 1:], start=first):
         if not line.strip():
             continue
-        fields = line.split("\t")
-        if len(fields) != len(header):
-            raise DataError(f"{path}:{line_no}: expected {len(header)} tab-separated fields "
-                            f"({', '.join(header)}), found {len(fields)}")
+        fields = row_fields(path, line_no, line, header)
         row = [fields[i].strip() for i in text_at]
         if not any(row):
             raise DataError(f"{path}:{line_no}: empty text")

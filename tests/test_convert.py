@@ -21,7 +21,6 @@ from albert_min import convert as cv
 from albert_min.checkpoint import CheckpointError
 from albert_min.formats import tf_bundle
 from albert_min.config import ConfigError
-from albert_min.checkpoint import CheckpointError
 from albert_min.modeling import AlbertForPreTraining, AlbertForSequenceClassification
 
 ms.set_device("CPU")

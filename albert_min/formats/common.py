@@ -8,7 +8,6 @@ converter allocate gigabytes, and every malformed input ends in a
 """
 
 import math
-import os
 import pickle
 import struct
 import zipfile
