@@ -448,8 +448,10 @@ def check_outputs(args, writes=True):
     from albert_min.checkpoint import check_replaceable, recover_directory
     state = state_dir(args)
     if args.resume and writes:
-        recover_directory(args.output)
-        recover_directory(state)
+        for folder in (args.output, state):
+            recovered = recover_directory(folder)
+            if recovered:
+                print(f"{recovered} (the previous run was interrupted while saving)", flush=True)
     if args.resume:
         if not os.path.isdir(state):
             sys.exit(f"error: no training state to resume in {state}")
