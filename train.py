@@ -451,7 +451,7 @@ def check_outputs(args, writes=True):
         for folder in (args.output, state):
             recovered = recover_directory(folder)
             if recovered:
-                print(f"{recovered} (the previous run was interrupted while saving)", flush=True)
+                print(recovered, flush=True)
     if args.resume:
         if not os.path.isdir(state):
             sys.exit(f"error: no training state to resume in {state}")

@@ -228,7 +228,7 @@ def cases():
     conv = p("6d", "conv")                                              # a real process killed between the renames
     subprocess.run([sys.executable, "-c", KILL_BETWEEN_RENAMES.format(root=ROOT, target=conv)])
     assert sorted(n.split("-")[0] for n in os.listdir(p("6d"))) == [".conv.old", ".conv.tmp"]
-    shown = ("resumed", "done")
+    shown = ("completed", "rolled back", "resumed", "done")
     add("6a", "train --resume; beside out/: .out.tmp-killed1/ (ours, incomplete), .out.tmp-empty/, .out.old-user/ "
         "(not ours)", train(killed, "--resume"), expect="ok", check=check_a, lines=shown)
     add("6b", "train --resume; out/ and out.state/ each killed mid-swap (.tmp-crash complete, .old-crash)",
@@ -259,8 +259,8 @@ def cases():
         raw[len(raw) // 2] ^= 0x01
         write(os.path.join(model, "model.ckpt"), bytes(raw))
     add("9a", "evaluate: weights/sst2-small (committed) with one flipped byte in model.ckpt", evaluate(committed),
-        names=[committed + "/model.ckpt"], lines=("accuracy",), note="this model.ckpt was committed (ebe0adf) "
-        "before albert_min wrote a CRC into checkpoints (a4d1b4d); MindSpore loads a file without one unchecked")
+        names=[committed + "/model.ckpt"], lines=("accuracy",), note="the committed model.ckpt predates albert_min's "
+        "CRCs and loaded unchecked (exit 0, accuracy 93.75) until it was re-saved with one")
     add("9b", "evaluate: a folder converted now (tiny_sst2_hf) with one flipped byte in model.ckpt",
         evaluate(fresh), names=[fresh + "/model.ckpt"])
     # 10. A stride-0 view declared 40000 x 40000; a deflate bomb (2 GB of zeros, as in test_formats).
