@@ -201,10 +201,8 @@ class Trainer:
 
     def resume(self):
         from albert_min.training import load_training_state
-        from albert_min.checkpoint import recover_directory
-        if self.parallel.writes:
-            recover_directory(self.args.output)   # a best-model save the crash interrupted
-        self.state = load_training_state(self.state_dir, self.model, self.optimizer, recover=self.parallel.writes)
+        # check_outputs has already completed or rolled back an interrupted save of both folders
+        self.state = load_training_state(self.state_dir, self.model, self.optimizer, recover=False)
         self.state.setdefault("epoch_losses", [])
         print(f"resumed from {self.state_dir}: epoch {self.state['epoch']}, step {self.state['step']}", flush=True)
 
@@ -226,6 +224,10 @@ class Trainer:
             self.model.set_train(True)
             losses, start = self.state["epoch_losses"], time.perf_counter()
             done = len(losses)   # > 0 when resuming inside this epoch: those batches are skipped
+
+            def log(epoch_done):   # evaluate at this point of the epoch; steps/s counts this run's steps only
+                self.evaluate_and_keep_best(evaluate, epoch_done, losses, start, len(losses) - done)
+
             bar = tqdm(total=min(self.steps_per_epoch - done, self.total_steps - self.state["step"]),
                        desc=f"epoch {epoch + 1}/{args.epochs}", unit="step", disable=args.quiet)
             for index, batch in enumerate(epoch_batches(epoch)):
@@ -242,8 +244,7 @@ class Trainer:
                 bar.set_postfix(loss=f"{np.mean(losses[-50:]):.4f}")
                 mid_epoch = len(losses) < self.steps_per_epoch
                 if args.eval_every and self.state["step"] % args.eval_every == 0 and mid_epoch:
-                    self.evaluate_and_keep_best(evaluate, epoch + len(losses) / self.steps_per_epoch, losses,
-                                                start, len(losses) - done)
+                    log(epoch + len(losses) / self.steps_per_epoch)
                     self.model.set_train(True)
                     self.save_state()
                 elif args.save_every and self.state["step"] % args.save_every == 0 and mid_epoch:
@@ -254,14 +255,13 @@ class Trainer:
             bar.close()
             if len(losses) < self.steps_per_epoch:   # stopped inside the epoch: out of time or at --max-steps
                 if not self.state["history"] or self.state["history"][-1]["step"] != self.state["step"]:
-                    self.evaluate_and_keep_best(evaluate, epoch + len(losses) / self.steps_per_epoch, losses,
-                                                start, len(losses) - done)
-                self.save_state()
+                    log(epoch + len(losses) / self.steps_per_epoch)
+                    self.save_state()   # else --eval-every has just evaluated and saved this very step
                 if out_of_time:
                     print(f"stopped after --max-minutes {args.max_minutes} at step {self.state['step']}; "
                           f"--resume continues from {self.state_dir}", flush=True)
                 break
-            self.evaluate_and_keep_best(evaluate, epoch + 1, losses, start, len(losses) - done)
+            log(epoch + 1)
             self.state["epoch"] = epoch + 1
             self.state["epoch_losses"] = []
             self.save_state()
