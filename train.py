@@ -163,15 +163,17 @@ class Trainer:
     """Epoch loop shared by both tasks: steps, progress bar, state saving, resume."""
 
     def __init__(self, args, model, tokenizer, spiece_path, steps_per_epoch, loss_fn, parallel):
-        from albert_min.training import linear_warmup_decay, make_optimizer
+        from albert_min.training import linear_warmup_decay, make_optimizer, with_adam_bias_correction
         self.args, self.model, self.tokenizer, self.spiece_path = args, model, tokenizer, spiece_path
         self.parallel = parallel   # albert_min.parallel: this worker's rows, who writes, agreed decisions
         self.steps_per_epoch = steps_per_epoch
         self.total_steps = steps_per_epoch * args.epochs
         if args.max_steps:
             self.total_steps = min(self.total_steps, args.max_steps)
-        self.optimizer = make_optimizer(model, linear_warmup_decay(args.lr, self.total_steps, args.warmup),
-                                        args.weight_decay)
+        schedule = linear_warmup_decay(args.lr, self.total_steps, args.warmup)
+        if args.task in PRETRAINING_TASKS:   # from random weights, with a short warm-up: see the README
+            schedule = with_adam_bias_correction(schedule)
+        self.optimizer = make_optimizer(model, schedule, args.weight_decay)
         self.loss_fn = loss_fn
         self.train_step = None   # built (dropout reseeded, recompiled) at the start of each saved segment
         self.state_dir = state_dir(args)

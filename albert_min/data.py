@@ -216,13 +216,30 @@ def read_documents(path):
     return documents
 
 
+def truncate_pair(a, b, budget, rng: random.Random):
+    """Google's ``truncate_seq_pair``: drop pieces from the longer segment until the pair
+    fits ``budget``, each from its front or its back at random.
+
+    Always trimming the same ends would be a cue for SOP: with A cut at its front and
+    B at its back, "the first segment ends where a sentence ends" means "not swapped",
+    and a model can learn the order from punctuation without reading the text.
+    """
+    while len(a) + len(b) > budget:
+        longer = a if len(a) > len(b) else b
+        if rng.random() < 0.5:
+            del longer[0]
+        else:
+            longer.pop()
+
+
 def make_sop_examples(documents_ids, max_length, rng: random.Random):
     """Sentence-order-prediction pairs from tokenized documents.
 
     documents_ids: list of documents, each a list of sentences as id lists.
     Consecutive sentences are packed into a chunk of up to ``max_length - 3``
     pieces, the chunk is cut at a random sentence boundary (a lone over-long
-    sentence: in its middle) into segments A and B, and with probability 0.5
+    sentence: in its middle) into segments A and B, trimmed to fit as Google
+    does (``truncate_pair``), and with probability 0.5
     they are swapped (label 1) - ALBERT's SOP:
     both orders use the same two segments, so only the order is a signal.
     Returns a list of (ids_a, ids_b, label).
@@ -245,11 +262,7 @@ def make_sop_examples(documents_ids, max_length, rng: random.Random):
                     # halves are still consecutive text, so their order is learnable.
                     a, b = list(chunk[0][:budget // 2]), list(chunk[0][budget // 2:])
                 if a and b:
-                    while len(a) + len(b) > budget:   # trim the longer side, from its outer end
-                        if len(a) > len(b):
-                            a.pop(0)
-                        else:
-                            b.pop()
+                    truncate_pair(a, b, budget, rng)
                     if rng.random() < 0.5:
                         examples.append((b, a, 1))
                     else:

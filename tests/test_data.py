@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from albert_min.data import (DataError, check_labels, eval_batches, make_sop_examples, mask_tokens, pad_batch,
-                             read_documents, read_tsv, train_batches)
+                             read_documents, read_tsv, train_batches, truncate_pair)
 
 
 def write(tmp_path, text, name="data.tsv"):
@@ -124,4 +124,21 @@ def test_a_lone_long_sentence_is_split_in_its_middle():
     examples = make_sop_examples([[list(range(100))]], max_length=23, rng=random.Random(0))
     (a, b, label), = examples
     first, second = (b, a) if label else (a, b)
-    assert first == list(range(10)) and second == list(range(10, 20))
+    assert first == list(range(10))
+    assert len(second) == 10 and second == list(range(second[0], second[0] + 10)) and second[0] >= 10
+
+
+def test_pairs_are_trimmed_at_random_ends_so_punctuation_does_not_give_the_order_away():
+    """Google's truncate_seq_pair: the longer segment loses pieces at its front or back at
+    random. (Trimming A always at its front and B at its back let a model read the order
+    off whether the first segment ends a sentence.)"""
+    rng = random.Random(0)
+    fronts = backs = 0
+    for _ in range(200):
+        a, b = list(range(0, 30)), list(range(30, 40))
+        truncate_pair(a, b, 25, rng)
+        assert len(a) + len(b) == 25 and b == list(range(30, 40))
+        assert a == list(range(a[0], a[0] + 15))           # one contiguous run of A
+        fronts += a[0] > 0
+        backs += a[-1] < 29
+    assert fronts > 150 and backs > 150                    # both ends trimmed, ~ half the pieces each
