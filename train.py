@@ -71,7 +71,12 @@ def parse_args(argv=None):
     size.add_argument("--layers", type=num.positive_int, default=4, help="loops of the shared block")
     size.add_argument("--heads", type=num.positive_int, default=4)
     size.add_argument("--intermediate-size", type=num.positive_int, default=512)
-    size.add_argument("--dropout", type=num.probability, default=0.1)
+    size.add_argument("--sharing", choices=("all", "attention", "ffn", "none"), default="all",
+                      help="cross-layer sharing (the paper's Table 4): one block looped L times (all), only its "
+                           "attention or only its feed-forward part shared, or L separate layers (none)")
+    p.add_argument("--dropout", type=num.probability, default=None,
+                   help="dropout of the hidden states, attention and classifier (default 0.1 from scratch); "
+                        "given with --init or --config it replaces the config's")
     p.add_argument("--epochs", type=num.positive_int, default=3)
     p.add_argument("--batch-size", type=num.positive_int, default=64,
                    help="examples per step; with --data-parallel the GLOBAL batch, split evenly over the workers")
@@ -109,6 +114,11 @@ def parse_args(argv=None):
         p.error(f"--task {args.task} needs --text")
     if args.task in PRETRAINING_TASKS and args.max_length < 5:
         p.error(f"--task {args.task} needs --max-length >= 5 ([CLS] a [SEP] b [SEP])")
+    if args.init or args.config:
+        ignored = [a.option_strings[0] for a in size._group_actions if getattr(args, a.dest) != a.default]
+        if ignored:
+            p.error(f"{', '.join(ignored)}: the model's shape comes from {'--init' if args.init else '--config'}; "
+                    "leave out the size flags")
     if args.resume and args.force:
         p.error("--resume and --force contradict each other: continue the run, or start it again")
     return args
@@ -136,8 +146,13 @@ def build_config(args, tokenizer, num_labels):
         config = AlbertConfig(
             vocab_size=tokenizer.vocab_size, embedding_size=args.embedding_size, hidden_size=args.hidden_size,
             num_hidden_layers=args.layers, num_attention_heads=args.heads, intermediate_size=args.intermediate_size,
-            hidden_act="gelu_new", hidden_dropout_prob=args.dropout, attention_probs_dropout_prob=args.dropout,
-            classifier_dropout_prob=args.dropout, max_position_embeddings=max(128, args.max_length))
+            hidden_act="gelu_new", max_position_embeddings=max(128, args.max_length),
+            cross_layer_sharing=args.sharing)
+        if args.dropout is None:
+            args.dropout = 0.1
+    if args.dropout is not None:
+        config.hidden_dropout_prob = config.attention_probs_dropout_prob = args.dropout
+        config.classifier_dropout_prob = args.dropout
     if config.vocab_size < tokenizer.vocab_size:
         sys.exit(f"error: the tokenizer has {tokenizer.vocab_size} pieces but the model only {config.vocab_size}")
     if args.max_length > config.max_position_embeddings:
