@@ -139,18 +139,28 @@ def test_sop_pretraining_then_fine_tuning(tmp_path):
             f.write("\n")
     pre = str(tmp_path / "pre")
     state = train.main(["--task", "sop", "--text", str(corpus), "--output", pre, "--epochs", "1",
-                        "--batch-size", "8", *TINY_MODEL])
+                        "--batch-size", "8", "--sharing", "attention", "--dropout", "0", *TINY_MODEL])
     history = state["history"][0]
     assert 0.0 <= history["heldout_sop_accuracy"] <= 1.0 and history["train_loss"] > 0
+    from albert_min.config import load_config
     from albert_min.modeling import AlbertForPreTraining
     model = AlbertForPreTraining.from_pretrained(pre)
     assert model.sop_classifier.classifier.weight.shape == (2, 32)
-    # The pre-trained folder initialises a classifier (its tokenizer and config come along).
+    config = load_config(pre)
+    assert config.cross_layer_sharing == "attention" and config.hidden_dropout_prob == 0.0
+    # The pre-trained folder initialises a classifier (its tokenizer and config come along);
+    # --dropout replaces the pre-training config's dropout, the size flags may not be given.
     train_tsv = sentiment_tsv(tmp_path / "train.tsv", 64, seed=3)
     out = str(tmp_path / "cls")
-    train.main(["--train", train_tsv, "--output", out, "--init", pre, "--epochs", "1", "--batch-size", "16",
-                "--quiet"])
+    fine_tune = ["--train", train_tsv, "--output", out, "--init", pre, "--epochs", "1", "--batch-size", "16", "--quiet"]
+    with pytest.raises(SystemExit) as exit_info:
+        train.main(fine_tune + ["--layers", "3"])
+    assert exit_info.value.code == 2 and not os.path.exists(out)
+    train.main(fine_tune + ["--dropout", "0.25"])
     assert os.path.isfile(os.path.join(out, "model.ckpt"))
+    config = load_config(out)
+    assert config.cross_layer_sharing == "attention"
+    assert config.hidden_dropout_prob == config.attention_probs_dropout_prob == config.classifier_dropout_prob == 0.25
 
 
 def test_evaluate_errors_are_plain(tmp_path, trained):

@@ -1,0 +1,208 @@
+"""The paper's ablations in miniature (issue 9): Table 3 (embedding size E), Table 4
+(cross-layer sharing) and Table 5 (NSP vs SOP), every variant on one fixed small budget.
+
+    python3 docs/make_ablations.py run sop e64 nsp     # each: pre-train, fine-tune SST-2, fine-tune MRPC
+    python3 docs/make_ablations.py run sop --seed 7    # a second seed
+    python3 docs/make_ablations.py table               # the tables of docs/ablations.md, from the results
+
+A variant is the baseline (E=128, one block shared by all L=4 loops, MLM+SOP) with one
+flag changed. All use the same seed, steps and tokenizer (the committed pre-trained
+model's spiece.model), so they differ only in what the paper's table varies. Each
+finished variant is written to docs/ablations/<variant>-seed<seed>.json with its
+commands, wall times and scores; the runs themselves go to runs/ablations/ (not
+committed), and a variant interrupted mid-way continues where it stopped (train.py --resume).
+"""
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA = os.path.join(os.path.dirname(ROOT), "shared", "data")
+RESULTS = os.path.join(ROOT, "docs", "ablations")
+DOC = os.path.join(ROOT, "docs", "ablations.md")
+TOKENIZER = "weights/pretrained-small/spiece.model"
+
+# The fixed budget: steps, not minutes, so a busy machine changes the wall time, not the result.
+PRETRAIN = ["--text", "../shared/data/pretrain/movie_reviews.txt", "--tokenizer", TOKENIZER,
+            "--hidden-size", "128", "--layers", "4", "--heads", "4", "--intermediate-size", "512", "--dropout", "0",
+            "--max-length", "64", "--batch-size", "64", "--lr", "1e-3", "--warmup", "0.02", "--epochs", "100",
+            "--max-steps", "1500", "--eval-every", "500"]
+SST2 = ["--train", "../shared/data/sst2/train.tsv", "--dev", "../shared/data/sst2/dev.tsv", "--dropout", "0.1",
+        "--max-steps", "1000", "--eval-every", "250"]
+MRPC = ["--train", "../shared/data/glue/MRPC/train.tsv", "--dev", "../shared/data/glue/MRPC/dev.tsv",
+        "--dropout", "0.1", "--max-length", "128", "--batch-size", "32", "--epochs", "3"]
+
+BASELINE = {"--task": "sop", "--embedding-size": "128", "--sharing": "all"}
+VARIANTS = {   # name: (table, what it changes)
+    "sop": ("3 4 5", {}),
+    "e32": ("3", {"--embedding-size": "32"}),
+    "e64": ("3", {"--embedding-size": "64"}),
+    "attention": ("4", {"--sharing": "attention"}),
+    "ffn": ("4", {"--sharing": "ffn"}),
+    "none": ("4", {"--sharing": "none"}),
+    "nsp": ("5", {"--task": "nsp"}),
+    "mlm": ("5", {"--task": "mlm"}),
+}
+
+
+def train(flags, out, log):
+    """train.py into ``out`` (continuing an interrupted run), its stdout in ``log``; -> wall seconds."""
+    extra = ["--resume"] if os.path.isdir(out + ".state") else ["--force"] if os.path.exists(out) else []
+    command = [sys.executable, "train.py", *flags, "--output", out, "--quiet", *extra]
+    start = time.time()
+    with open(log, "a", encoding="utf-8") as f:
+        print("$ " + " ".join(command[1:]), file=f, flush=True)
+        if subprocess.run(command, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT).returncode:
+            sys.exit(f"error: {' '.join(command[1:])} failed; see {log}")
+    return time.time() - start
+
+
+def kept_metrics(out):
+    """The record of the model train.py kept in ``out`` (best held-out MLM / dev score)."""
+    with open(os.path.join(out, "train_metrics.json"), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def backbone_parameters(out):
+    from albert_min.config import load_config
+    from albert_min.modeling import backbone_parameter_count
+    return backbone_parameter_count(load_config(out))
+
+
+def run_variant(name, seed, runs):
+    result_path = os.path.join(RESULTS, f"{name}-seed{seed}.json")
+    if os.path.exists(result_path):
+        print(f"{name} seed {seed}: done already ({os.path.relpath(result_path, ROOT)})")
+        return
+    flags = [f for pair in {**BASELINE, **VARIANTS[name][1]}.items() for f in pair]
+    seed_flags = ["--seed", str(seed)]
+    folder = os.path.join(runs, f"{name}-seed{seed}")
+    os.makedirs(folder, exist_ok=True)
+    log = os.path.join(folder, "log.txt")
+    stages = {"pretrain": [*flags, *PRETRAIN, *seed_flags]}
+    pretrained = os.path.join(folder, "pretrain")
+    stages["sst2"] = ["--init", pretrained, *SST2, *seed_flags]
+    stages["mrpc"] = ["--init", pretrained, *MRPC, *seed_flags]
+    result = {"variant": name, "tables": VARIANTS[name][0], "seed": seed, "changes": VARIANTS[name][1]}
+    for stage, stage_flags in stages.items():
+        out = os.path.join(folder, stage)
+        print(f"{name} seed {seed}: {stage} ...", flush=True)
+        wall = train(stage_flags, out, log)
+        result[stage] = {"command": "python3 train.py " + " ".join(stage_flags) + f" --output {stage}",
+                         "wall_s": round(wall, 1), "kept": kept_metrics(out)}
+    result["backbone_parameters"] = backbone_parameters(pretrained)
+    os.makedirs(RESULTS, exist_ok=True)
+    tmp = result_path + ".tmp-write"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(result, f, indent=2)
+    os.replace(tmp, result_path)
+    print(f"{name} seed {seed}: {json.dumps(summary(result))}", flush=True)
+
+
+def summary(result):
+    pre, sst2, mrpc = (result[s]["kept"] for s in ("pretrain", "sst2", "mrpc"))
+    return {"params_M": result["backbone_parameters"] / 1e6, "mlm": pre["heldout_mlm_accuracy"] * 100,
+            "sop": pre["heldout_sop_accuracy"] * 100, "nsp": pre["heldout_nsp_accuracy"] * 100,
+            "sst2": sst2["dev_accuracy"] * 100, "mrpc_f1": mrpc["dev_f1"] * 100, "mrpc_acc": mrpc["dev_accuracy"] * 100}
+
+
+# ---------------------------------------------------------------------- tables
+COLUMNS = [("params", "params_M", "{:.2f}M"), ("held-out MLM", "mlm", "{:.1f}"), ("SOP", "sop", "{:.1f}"),
+           ("NSP", "nsp", "{:.1f}"), ("SST-2 dev", "sst2", "{:.2f}"), ("MRPC dev F1 / acc", None, None)]
+ROWS = {"3": [("e32", "E=32"), ("e64", "E=64"), ("sop", "E=128 (= H)")],
+        "4": [("sop", "all-shared"), ("attention", "shared-attention"), ("ffn", "shared-FFN"), ("none", "not-shared")],
+        "5": [("mlm", "none (MLM only)"), ("nsp", "NSP"), ("sop", "SOP")]}
+
+
+# The paper's ALBERT-base rows for the same variants (arXiv 1909.11942v6; Table 3's all-shared rows,
+# Table 4's E=128 rows, Table 5): parameters, then its downstream SST-2 dev accuracy and the average
+# over its five downstream scores, and for Table 5 the intrinsic MLM / NSP / SOP accuracies.
+PAPER = {"3": {"e64": "10M · SST-2 89.4 · avg 79.0", "sop": "12M · SST-2 90.3 · avg 80.1"},
+         "4": {"sop": "12M · SST-2 90.3 · avg 80.1", "attention": "64M · SST-2 91.9 · avg 81.7",
+               "ffn": "38M · SST-2 91.7 · avg 80.2", "none": "89M · SST-2 91.5 · avg 81.6"},
+         "5": {"mlm": "MLM 54.9 · NSP 52.4 · SOP 53.3 · SST-2 89.9 · avg 79.0",
+               "nsp": "MLM 54.5 · NSP 90.5 · SOP 52.0 · SST-2 91.1 · avg 79.2",
+               "sop": "MLM 54.0 · NSP 78.9 · SOP 86.5 · SST-2 90.3 · avg 80.1"}}
+
+
+def load_results():
+    results = {}
+    for file in sorted(os.listdir(RESULTS)) if os.path.isdir(RESULTS) else []:
+        if re.fullmatch(r"[a-z0-9]+-seed\d+\.json", file):
+            with open(os.path.join(RESULTS, file), encoding="utf-8") as f:
+                result = json.load(f)
+            results.setdefault(result["variant"], []).append(summary(result))
+    return results
+
+
+def cell(values, key, fmt):
+    """One seed: the number; several: their mean, then each seed's in brackets."""
+    numbers = [v[key] for v in values]
+    if len(numbers) == 1:
+        return fmt.format(numbers[0])
+    mean = fmt.format(sum(numbers) / len(numbers))
+    return f"{mean} ({', '.join(fmt.format(n) for n in numbers)})"
+
+
+def tables(results):
+    lines = []
+    for table, rows in ROWS.items():
+        lines += [f"**Table {table} in miniature**", "",
+                  "| variant | seeds | " + " | ".join(c[0] for c in COLUMNS) + " | paper (ALBERT-base) |",
+                  "| --- | ---: |" + " ---: |" * len(COLUMNS) + " --- |"]
+        for name, label in rows:
+            values = results.get(name)
+            paper = PAPER[table].get(name, "not in the paper")
+            if not values:
+                lines.append(f"| {label} | 0 |" + " not run yet |" * len(COLUMNS) + f" {paper} |")
+                continue
+            cells = [cell(values, key, fmt) for _, key, fmt in COLUMNS[:-1]]
+            cells.append(cell(values, "mrpc_f1", "{:.2f}") + " / " + cell(values, "mrpc_acc", "{:.2f}"))
+            lines.append(f"| {label} | {len(values)} | " + " | ".join(cells) + f" | {paper} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+BEGIN, END = "<!-- tables: written by docs/make_ablations.py table -->", "<!-- end of tables -->"
+
+
+def write_tables():
+    """Replace the generated block of docs/ablations.md; the prose around it is kept."""
+    block = f"{BEGIN}\n{tables(load_results())}{END}"
+    text = open(DOC, encoding="utf-8").read() if os.path.exists(DOC) else f"# Ablations in miniature\n\n{BEGIN}\n{END}\n"
+    if BEGIN not in text or END not in text:
+        sys.exit(f"error: {DOC}: lacks the markers {BEGIN!r} ... {END!r}; put them back around the tables")
+    head, rest = text.split(BEGIN, 1)
+    text = head + block + rest.split(END, 1)[1]
+    with open(DOC + ".tmp-write", "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(DOC + ".tmp-write", DOC)
+    print(f"wrote {os.path.relpath(DOC, ROOT)}")
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="pre-train and fine-tune variants")
+    run.add_argument("variants", nargs="+", choices=list(VARIANTS))
+    run.add_argument("--seed", type=int, default=42)
+    run.add_argument("--runs", default=os.path.join(ROOT, "runs", "ablations"), help="where the runs go")
+    sub.add_parser("table", help="write the tables of docs/ablations.md from docs/ablations/*.json")
+    args = p.parse_args(argv)
+    sys.path.insert(0, ROOT)
+    if args.command == "run":
+        if not os.path.exists(os.path.join(ROOT, TOKENIZER)):
+            sys.exit(f"error: {TOKENIZER}: missing; the ablations use the committed pre-trained model's tokenizer")
+        for name in args.variants:
+            run_variant(name, args.seed, os.path.abspath(args.runs))
+    write_tables()
+
+
+if __name__ == "__main__":
+    main()
