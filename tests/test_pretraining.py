@@ -108,8 +108,11 @@ def test_sop_pairs_are_consecutive_text_swapped_half_the_time():
         first, second = (b, a) if y else (a, b)
         assert first[-1] // 100 == second[0] // 100               # same document
         assert len(a) + len(b) <= 24 - 3
-        # the second segment starts right where the first one ends (next piece or next sentence)
-        assert second[0] == first[-1] + 1 or second[0] % 10 == 0 and second[0] // 10 == first[-1] // 10 + 1
+        # text in its order: the second segment comes after the first (right after it, unless
+        # trimming to fit took pieces off the first one's back, as Google's truncate_seq_pair may)
+        assert first == sorted(first) and second == sorted(second) and first[-1] < second[0]
+    assert sum(second[0] == first[-1] + 1 or second[0] % 10 == 0 and second[0] // 10 == first[-1] // 10 + 1
+               for a, b, y in examples for first, second in [((b, a) if y else (a, b))]) > len(examples) / 2
 
 
 def test_nsp_negatives_come_from_another_document():
@@ -188,14 +191,20 @@ def tiny(embedding_size=16, hidden=32):
             "--intermediate-size", "48", "--vocab-size", "60", "--max-length", "32", "--batch-size", "8", "--quiet"]
 
 
-@pytest.mark.parametrize("task,sharing", [("sop", "attention"), ("nsp", "ffn"), ("mlm", "none")])
-def test_each_objective_and_sharing_strategy_trains(tmp_path, task, sharing):
-    config = tmp_path / "config.json"
-    AlbertConfig(vocab_size=60, embedding_size=16, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                 intermediate_size=48, max_position_embeddings=128, cross_layer_sharing=sharing).to_json_file(config)
+@pytest.mark.parametrize("task,sharing,how", [("sop", "attention", "--config"), ("nsp", "ffn", "--sharing"),
+                                              ("mlm", "none", "--sharing")])
+def test_each_objective_and_sharing_strategy_trains(tmp_path, task, sharing, how):
+    if how == "--config":   # the shape from a config.json, so no size flags
+        config = tmp_path / "config.json"
+        AlbertConfig(vocab_size=60, embedding_size=16, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                     intermediate_size=48, max_position_embeddings=128, cross_layer_sharing=sharing).to_json_file(config)
+        model_flags = ["--config", str(config), "--vocab-size", "60", "--max-length", "32", "--batch-size", "8",
+                       "--quiet"]
+    else:
+        model_flags = ["--sharing", sharing, *tiny()]
     out = str(tmp_path / "pre")
-    state = train.main(["--task", task, "--text", corpus(tmp_path / "c.txt"), "--output", out, "--config",
-                        str(config), "--max-steps", "3", *tiny()])
+    state = train.main(["--task", task, "--text", corpus(tmp_path / "c.txt"), "--output", out, "--max-steps", "3",
+                        *model_flags])
     record = state["history"][-1]
     assert state["step"] == 3 and np.isfinite(record["train_loss"])
     assert {"heldout_mlm_accuracy", "heldout_sop_accuracy", "heldout_nsp_accuracy"} <= set(record)
