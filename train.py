@@ -66,14 +66,15 @@ def parse_args(argv=None):
     p.add_argument("--tokenizer", help="spiece.model to use; default: from --init, else trained on the training text")
     p.add_argument("--vocab-size", type=num.int_at_least(8), default=8000, help="vocabulary of a newly trained tokenizer")
     size = p.add_argument_group("model size when training from scratch without --config")
-    size.add_argument("--embedding-size", type=num.positive_int, default=128)
-    size.add_argument("--hidden-size", type=num.positive_int, default=128)
-    size.add_argument("--layers", type=num.positive_int, default=4, help="loops of the shared block")
-    size.add_argument("--heads", type=num.positive_int, default=4)
-    size.add_argument("--intermediate-size", type=num.positive_int, default=512)
-    size.add_argument("--sharing", choices=("all", "attention", "ffn", "none"), default="all",
-                      help="cross-layer sharing (the paper's Table 4): one block looped L times (all), only its "
-                           "attention or only its feed-forward part shared, or L separate layers (none)")
+    size_flags = [
+        size.add_argument("--embedding-size", type=num.positive_int, default=128),
+        size.add_argument("--hidden-size", type=num.positive_int, default=128),
+        size.add_argument("--layers", type=num.positive_int, default=4, help="loops of the shared block"),
+        size.add_argument("--heads", type=num.positive_int, default=4),
+        size.add_argument("--intermediate-size", type=num.positive_int, default=512),
+        size.add_argument("--sharing", choices=("all", "attention", "ffn", "none"), default="all",
+                          help="cross-layer sharing (the paper's Table 4): one block looped L times (all), only "
+                               "its attention or only its feed-forward part shared, or L separate layers (none)")]
     p.add_argument("--dropout", type=num.probability, default=None,
                    help="dropout of the hidden states, attention and classifier (default 0.1 from scratch); "
                         "given with --init or --config it replaces the config's")
@@ -115,7 +116,7 @@ def parse_args(argv=None):
     if args.task in PRETRAINING_TASKS and args.max_length < 5:
         p.error(f"--task {args.task} needs --max-length >= 5 ([CLS] a [SEP] b [SEP])")
     if args.init or args.config:
-        ignored = [a.option_strings[0] for a in size._group_actions if getattr(args, a.dest) != a.default]
+        ignored = [a.option_strings[0] for a in size_flags if getattr(args, a.dest) != a.default]
         if ignored:
             p.error(f"{', '.join(ignored)}: the model's shape comes from {'--init' if args.init else '--config'}; "
                     "leave out the size flags")
@@ -148,11 +149,11 @@ def build_config(args, tokenizer, num_labels):
             num_hidden_layers=args.layers, num_attention_heads=args.heads, intermediate_size=args.intermediate_size,
             hidden_act="gelu_new", max_position_embeddings=max(128, args.max_length),
             cross_layer_sharing=args.sharing)
-        if args.dropout is None:
-            args.dropout = 0.1
-    if args.dropout is not None:
-        config.hidden_dropout_prob = config.attention_probs_dropout_prob = args.dropout
-        config.classifier_dropout_prob = args.dropout
+    dropout = args.dropout
+    if dropout is None and not (args.init or args.config):
+        dropout = 0.1   # from scratch; an --init / --config model keeps its own unless --dropout is given
+    if dropout is not None:
+        config.hidden_dropout_prob = config.attention_probs_dropout_prob = config.classifier_dropout_prob = dropout
     if config.vocab_size < tokenizer.vocab_size:
         sys.exit(f"error: the tokenizer has {tokenizer.vocab_size} pieces but the model only {config.vocab_size}")
     if args.max_length > config.max_position_embeddings:

@@ -133,6 +133,16 @@ def load_training_state(directory, model, optimizer, recover=True) -> dict:
     return state
 
 
+def dropouts(model):
+    """The ``nn.Dropout`` cells of ``model``, in a fixed order."""
+    return [cell for _, cell in model.cells_and_names() if isinstance(cell, nn.Dropout)]
+
+
+def keep_probability(cell):
+    """1 - p of an ``nn.Dropout`` (built with ``p``, or with the older ``keep_prob``)."""
+    return cell.keep_prob if cell.p is None else 1.0 - cell.p
+
+
 def reseed_dropout(model, seed, step, rank=0):
     """Give every dropout of ``model`` a fresh mask generator seeded from ``(seed, step)``
     (and ``rank``: each data-parallel worker draws its own masks for its own rows).
@@ -145,9 +155,8 @@ def reseed_dropout(model, seed, step, rank=0):
     reseeds at the step it resumes from, so it draws the very masks the
     uninterrupted run drew.
     """
-    dropouts = [cell for _, cell in model.cells_and_names() if isinstance(cell, nn.Dropout)]
-    for index, cell in enumerate(dropouts):
-        keep = cell.keep_prob if cell.p is None else 1.0 - cell.p
+    for index, cell in enumerate(dropouts(model)):
+        keep = keep_probability(cell)
         entropy = [seed, step, index] + ([rank] if rank else [])   # rank 0: the single-process masks
         seed0, seed1 = np.random.SeedSequence(entropy).generate_state(2) % (2**31 - 1) + 1
         cell.dropout = ops.Dropout(float(keep), int(seed0), int(seed1))
@@ -157,8 +166,7 @@ def uses_dropout(model) -> bool:
     """Does any dropout of ``model`` drop anything? Without dropout there are no masks to
     reseed, so the trainer keeps its compiled step across saves: every recompile keeps
     ~0.2 GB that MindSpore 2.10 does not give back (small model, measured)."""
-    return any((cell.keep_prob if cell.p is None else 1.0 - cell.p) < 1.0
-               for _, cell in model.cells_and_names() if isinstance(cell, nn.Dropout))
+    return any(keep_probability(cell) < 1.0 for cell in dropouts(model))
 
 
 class _WithoutRecompileWarning(logging.Filter):

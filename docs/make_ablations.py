@@ -22,7 +22,6 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DATA = os.path.join(os.path.dirname(ROOT), "shared", "data")
 RESULTS = os.path.join(ROOT, "docs", "ablations")
 DOC = os.path.join(ROOT, "docs", "ablations.md")
 TOKENIZER = "weights/pretrained-small/spiece.model"
@@ -134,9 +133,13 @@ def load_results():
     results = {}
     for file in sorted(os.listdir(RESULTS)) if os.path.isdir(RESULTS) else []:
         if re.fullmatch(r"[a-z0-9]+-seed\d+\.json", file):
-            with open(os.path.join(RESULTS, file), encoding="utf-8") as f:
-                result = json.load(f)
-            results.setdefault(result["variant"], []).append(summary(result))
+            path = os.path.join(RESULTS, file)
+            try:
+                with open(path, encoding="utf-8") as f:
+                    result = json.load(f)
+                results.setdefault(result["variant"], []).append(summary(result))
+            except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as err:
+                sys.exit(f"error: {path}: not a result as make_ablations.py writes it ({type(err).__name__}: {err})")
     return results
 
 
