@@ -30,7 +30,7 @@ TOKENIZER = "weights/pretrained-small/spiece.model"
 PRETRAIN = ["--text", "../shared/data/pretrain/movie_reviews.txt", "--tokenizer", TOKENIZER,
             "--hidden-size", "128", "--layers", "4", "--heads", "4", "--intermediate-size", "512", "--dropout", "0",
             "--max-length", "64", "--batch-size", "64", "--lr", "1e-3", "--warmup", "0.02", "--epochs", "100",
-            "--max-steps", "1500", "--eval-every", "500"]
+            "--max-steps", "2000", "--eval-every", "500"]
 SST2 = ["--train", "../shared/data/sst2/train.tsv", "--dev", "../shared/data/sst2/dev.tsv", "--dropout", "0.1",
         "--max-steps", "1000", "--eval-every", "250"]
 MRPC = ["--train", "../shared/data/glue/MRPC/train.tsv", "--dev", "../shared/data/glue/MRPC/dev.tsv",
@@ -73,27 +73,44 @@ def backbone_parameters(out):
     return backbone_parameter_count(load_config(out))
 
 
+def stages(name, seed, pretrained):
+    """train.py's flags for each stage of a variant: pre-train, then fine-tune SST-2 and MRPC from it."""
+    flags = [f for pair in {**BASELINE, **VARIANTS[name][1]}.items() for f in pair]
+    seed_flags = ["--seed", str(seed)]
+    return {"pretrain": [*flags, *PRETRAIN, *seed_flags],
+            "sst2": ["--init", pretrained, *SST2, *seed_flags],
+            "mrpc": ["--init", pretrained, *MRPC, *seed_flags]}
+
+
+def recorded_command(flags, stage):
+    return "python3 train.py " + " ".join(flags) + f" --output {stage}"
+
+
+def on_this_budget(result):
+    """Whether a result was made with the budget this script runs now (the pre-training command)."""
+    expected = stages(result["variant"], result["seed"], "pretrain")["pretrain"]
+    return result["pretrain"]["command"] == recorded_command(expected, "pretrain")
+
+
 def run_variant(name, seed, runs):
     result_path = os.path.join(RESULTS, f"{name}-seed{seed}.json")
     if os.path.exists(result_path):
+        with open(result_path, encoding="utf-8") as f:
+            if not on_this_budget(json.load(f)):
+                sys.exit(f"error: {os.path.relpath(result_path, ROOT)}: made with another budget; "
+                         "move it aside to rerun this variant")
         print(f"{name} seed {seed}: done already ({os.path.relpath(result_path, ROOT)})")
         return
-    flags = [f for pair in {**BASELINE, **VARIANTS[name][1]}.items() for f in pair]
-    seed_flags = ["--seed", str(seed)]
     folder = os.path.join(runs, f"{name}-seed{seed}")
     os.makedirs(folder, exist_ok=True)
     log = os.path.join(folder, "log.txt")
-    stages = {"pretrain": [*flags, *PRETRAIN, *seed_flags]}
     pretrained = os.path.join(folder, "pretrain")
-    stages["sst2"] = ["--init", pretrained, *SST2, *seed_flags]
-    stages["mrpc"] = ["--init", pretrained, *MRPC, *seed_flags]
     result = {"variant": name, "tables": VARIANTS[name][0], "seed": seed, "changes": VARIANTS[name][1]}
-    for stage, stage_flags in stages.items():
+    for stage, flags in stages(name, seed, pretrained).items():
         out = os.path.join(folder, stage)
         print(f"{name} seed {seed}: {stage} ...", flush=True)
-        wall = train(stage_flags, out, log)
-        result[stage] = {"command": "python3 train.py " + " ".join(stage_flags) + f" --output {stage}",
-                         "wall_s": round(wall, 1), "kept": kept_metrics(out)}
+        wall = train(flags, out, log)
+        result[stage] = {"command": recorded_command(flags, stage), "wall_s": round(wall, 1), "kept": kept_metrics(out)}
     result["backbone_parameters"] = backbone_parameters(pretrained)
     os.makedirs(RESULTS, exist_ok=True)
     tmp = result_path + ".tmp-write"
@@ -137,6 +154,11 @@ def load_results():
             try:
                 with open(path, encoding="utf-8") as f:
                     result = json.load(f)
+                if result["variant"] not in VARIANTS:
+                    raise KeyError(f"unknown variant {result['variant']!r}")
+                if not on_this_budget(result):
+                    print(f"note: {os.path.relpath(path, ROOT)}: made with another budget; left out of the tables")
+                    continue
                 results.setdefault(result["variant"], []).append(summary(result))
             except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as err:
                 sys.exit(f"error: {path}: not a result as make_ablations.py writes it ({type(err).__name__}: {err})")
@@ -144,9 +166,9 @@ def load_results():
 
 
 def cell(values, key, fmt):
-    """One seed: the number; several: their mean, then each seed's in brackets."""
+    """One seed (or seeds that agree, as parameter counts do): the number; else their mean, then each seed's."""
     numbers = [v[key] for v in values]
-    if len(numbers) == 1:
+    if len({fmt.format(n) for n in numbers}) == 1:
         return fmt.format(numbers[0])
     mean = fmt.format(sum(numbers) / len(numbers))
     return f"{mean} ({', '.join(fmt.format(n) for n in numbers)})"

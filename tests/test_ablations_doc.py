@@ -1,0 +1,58 @@
+"""docs/make_ablations.py's tables: only results made with the current budget go into them."""
+
+import importlib.util
+import json
+import os
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture
+def ablations(tmp_path, monkeypatch):
+    spec = importlib.util.spec_from_file_location("make_ablations", os.path.join(ROOT, "docs", "make_ablations.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setattr(module, "RESULTS", str(tmp_path / "results"))
+    monkeypatch.setattr(module, "DOC", str(tmp_path / "ablations.md"))
+    os.makedirs(module.RESULTS)
+    return module
+
+
+def write_result(module, variant, seed, sst2, pretrain_flags=None):
+    flags = pretrain_flags or module.stages(variant, seed, "pretrain")["pretrain"]
+    kept = {"heldout_mlm_accuracy": 0.2, "heldout_sop_accuracy": 0.7, "heldout_nsp_accuracy": 0.5}
+    result = {"variant": variant, "seed": seed, "backbone_parameters": 1_270_000,
+              "pretrain": {"command": module.recorded_command(flags, "pretrain"), "kept": kept},
+              "sst2": {"kept": {"dev_accuracy": sst2}},
+              "mrpc": {"kept": {"dev_f1": 0.8, "dev_accuracy": 0.7}}}
+    with open(os.path.join(module.RESULTS, f"{variant}-seed{seed}.json"), "w") as f:
+        json.dump(result, f)
+
+
+def test_tables_average_seeds_and_leave_out_other_budgets(ablations, capsys):
+    write_result(ablations, "sop", 42, 0.81)
+    write_result(ablations, "sop", 7, 0.83)
+    old = [f.replace("2000", "1500") if f == "2000" else f for f in ablations.stages("nsp", 42, "x")["pretrain"]]
+    write_result(ablations, "nsp", 42, 0.99, pretrain_flags=old)
+    ablations.write_tables()
+    doc = open(ablations.DOC).read()
+    assert "| SOP | 2 | 1.27M | 20.0 | 70.0 | 50.0 | 82.00 (81.00, 83.00) | 80.00 / 70.00 |" in doc
+    assert "99.00" not in doc                                            # the other budget's row is not shown
+    assert "| NSP | 0 | not run yet |" in doc
+    assert "nsp-seed42.json: made with another budget" in capsys.readouterr().out
+
+
+def test_a_broken_result_file_is_an_error_line(ablations):
+    with open(os.path.join(ablations.RESULTS, "sop-seed42.json"), "w") as f:
+        f.write('{"variant": "sop"')
+    with pytest.raises(SystemExit, match=r"^error: .*sop-seed42.json: not a result"):
+        ablations.write_tables()
+
+
+def test_doc_markers_missing_is_an_error_line(ablations):
+    with open(ablations.DOC, "w") as f:
+        f.write("# hand-written\n")
+    with pytest.raises(SystemExit, match="lacks the markers"):
+        ablations.write_tables()
