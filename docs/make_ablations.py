@@ -95,10 +95,9 @@ def on_this_budget(result):
 def run_variant(name, seed, runs):
     result_path = os.path.join(RESULTS, f"{name}-seed{seed}.json")
     if os.path.exists(result_path):
-        with open(result_path, encoding="utf-8") as f:
-            if not on_this_budget(json.load(f)):
-                sys.exit(f"error: {os.path.relpath(result_path, ROOT)}: made with another budget; "
-                         "move it aside to rerun this variant")
+        if not on_this_budget(read_result(result_path)):
+            sys.exit(f"error: {os.path.relpath(result_path, ROOT)}: made with another budget; "
+                     "move it aside to rerun this variant")
         print(f"{name} seed {seed}: done already ({os.path.relpath(result_path, ROOT)})")
         return
     folder = os.path.join(runs, f"{name}-seed{seed}")
@@ -151,18 +150,26 @@ def load_results():
     for file in sorted(os.listdir(RESULTS)) if os.path.isdir(RESULTS) else []:
         if re.fullmatch(r"[a-z0-9]+-seed\d+\.json", file):
             path = os.path.join(RESULTS, file)
-            try:
-                with open(path, encoding="utf-8") as f:
-                    result = json.load(f)
-                if result["variant"] not in VARIANTS:
-                    raise KeyError(f"unknown variant {result['variant']!r}")
-                if not on_this_budget(result):
-                    print(f"note: {os.path.relpath(path, ROOT)}: made with another budget; left out of the tables")
-                    continue
-                results.setdefault(result["variant"], []).append(summary(result))
-            except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as err:
-                sys.exit(f"error: {path}: not a result as make_ablations.py writes it ({type(err).__name__}: {err})")
+            result = read_result(path)
+            if not on_this_budget(result):
+                print(f"note: {os.path.relpath(path, ROOT)}: made with another budget; left out of the tables")
+                continue
+            results.setdefault(result["variant"], []).append(summary(result))
     return results
+
+
+def read_result(path):
+    """A result file as run_variant writes it, checked far enough for the budget test and the tables."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            result = json.load(f)
+        if result["variant"] not in VARIANTS:
+            raise KeyError(f"unknown variant {result['variant']!r}")
+        on_this_budget(result)
+        summary(result)
+    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as err:
+        sys.exit(f"error: {path}: not a result as make_ablations.py writes it ({type(err).__name__}: {err})")
+    return result
 
 
 def cell(values, key, fmt):

@@ -34,8 +34,10 @@ def write_result(module, variant, seed, sst2, pretrain_flags=None):
 def test_tables_average_seeds_and_leave_out_other_budgets(ablations, capsys):
     write_result(ablations, "sop", 42, 0.81)
     write_result(ablations, "sop", 7, 0.83)
-    old = [f.replace("2000", "1500") if f == "2000" else f for f in ablations.stages("nsp", 42, "x")["pretrain"]]
-    write_result(ablations, "nsp", 42, 0.99, pretrain_flags=old)
+    other_budget = ablations.stages("nsp", 42, "pretrain")["pretrain"]
+    steps = other_budget.index("--max-steps") + 1
+    other_budget[steps] = str(int(other_budget[steps]) - 500)
+    write_result(ablations, "nsp", 42, 0.99, pretrain_flags=other_budget)
     ablations.write_tables()
     doc = open(ablations.DOC).read()
     assert "| SOP | 2 | 1.27M | 20.0 | 70.0 | 50.0 | 82.00 (81.00, 83.00) | 80.00 / 70.00 |" in doc
@@ -49,6 +51,14 @@ def test_a_broken_result_file_is_an_error_line(ablations):
         f.write('{"variant": "sop"')
     with pytest.raises(SystemExit, match=r"^error: .*sop-seed42.json: not a result"):
         ablations.write_tables()
+
+
+def test_rerunning_a_variant_whose_result_is_broken_is_an_error_line(ablations, tmp_path):
+    with open(os.path.join(ablations.RESULTS, "nsp-seed42.json"), "w") as f:
+        f.write('{"variant": "nsp", "seed": 42}')
+    with pytest.raises(SystemExit, match=r"^error: .*nsp-seed42.json: not a result"):
+        ablations.run_variant("nsp", 42, str(tmp_path / "runs"))
+    assert not (tmp_path / "runs").exists()                              # nothing started
 
 
 def test_doc_markers_missing_is_an_error_line(ablations):
