@@ -212,11 +212,12 @@ class Trainer:
         return float(self.train_step(*[ms.Tensor(x) for x in batch]).asnumpy())
 
     def save_state(self):
-        from albert_min.training import save_training_state, uses_dropout
+        from albert_min.training import release_compiled_graphs, save_training_state, uses_dropout
         if self.parallel.writes:
             save_training_state(self.state_dir, self.model, self.optimizer, self.state)
         if uses_dropout(self.model):   # fresh masks from (seed, step): see reseed_dropout
             self.train_step = None
+            release_compiled_graphs()
 
     def resume(self):
         from albert_min.training import load_training_state

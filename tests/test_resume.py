@@ -75,3 +75,24 @@ def test_kill_9_then_resume_repeats_the_uninterrupted_run_exactly(tmp_path):
     assert int(moments["global_step"]) == 8
     # Nothing of ours left lying around.
     assert [n for n in os.listdir(tmp_path) if n.startswith(".")] == []
+
+
+def peak_rss_gb(args, output):
+    """Run train.py to the end; -> the process's peak resident memory in GB."""
+    process = start(args, output)
+    _, status, usage = os.wait4(process.pid, 0)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    assert process.returncode == 0, process.stderr.read()[-3000:]
+    return usage.ru_maxrss / 1e6   # Linux: kilobytes
+
+
+def test_recompiling_after_every_saved_state_does_not_grow_memory(tmp_path):
+    # With dropout each saved state recompiles the train step (reseed_dropout). MindSpore keeps
+    # every compiled graph: 19 recompiles of this tiny model grew the peak by 0.49 GB before
+    # release_compiled_graphs, 0.07 GB after (and a real fine-tuning past 17 GB).
+    train_tsv = sentiment_tsv(tmp_path / "train.tsv", 320, seed=5)
+    args = ["--train", train_tsv, "--dev", train_tsv, "--epochs", "1", "--batch-size", "16", "--dropout", "0.1",
+            *TINY_MODEL]
+    saved_once = peak_rss_gb(args, str(tmp_path / "once"))             # 20 steps, one saved state
+    saved_every_step = peak_rss_gb(args + ["--save-every", "1"], str(tmp_path / "every"))   # 19 recompiles
+    assert saved_every_step - saved_once < 0.2, (saved_once, saved_every_step)
