@@ -15,9 +15,9 @@ from test_scripts import TINY_MODEL, sentiment_tsv
 from albert_min.checkpoint import read_checkpoint, read_manifest
 
 
-def start(args, output):
+def start(args, output, stdout=subprocess.PIPE, stderr=subprocess.PIPE):
     return subprocess.Popen([sys.executable, "train.py", *args, "--output", output], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=stdout, stderr=stderr, text=True)
 
 
 def finish(process):
@@ -78,11 +78,15 @@ def test_kill_9_then_resume_repeats_the_uninterrupted_run_exactly(tmp_path):
 
 
 def peak_rss_gb(args, output):
-    """Run train.py to the end; -> the process's peak resident memory in GB."""
-    process = start(args, output)
-    _, status, usage = os.wait4(process.pid, 0)
-    process.returncode = os.waitstatus_to_exitcode(status)
-    assert process.returncode == 0, process.stderr.read()[-3000:]
+    """Run train.py to the end; -> the process's peak resident memory in GB.
+
+    os.wait4 reaps the process without reading its pipes, so its output goes to
+    files: a pipe left full would block the process and the test forever."""
+    log = output + ".log"
+    with open(log, "w") as out:
+        process = start(args, output, stdout=out, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(process.pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, open(log).read()[-3000:]
     return usage.ru_maxrss / 1e6   # Linux: kilobytes
 
 
