@@ -173,8 +173,8 @@ def release_compiled_graphs():
 
     MindSpore keeps a compiled graph and its memory for the life of the process,
     even when nothing can call it again. Without this, each recompile of the small
-    model's train step (3 batch shapes) kept 0.84 GB, and a fine-tuning run that
-    saved its state every 300 steps grew to 17.4 GB (measured). The graphs still
+    model's train step (3 batch shapes) kept 0.84 GB (benchmarks/recompile_memory.py),
+    and a fine-tuning run that saved its state every 300 steps grew to 17.4 GB. The graphs still
     in use, e.g. the dev evaluation's, are simply compiled again when next called.
     """
     ms.ms_memory_recycle()
