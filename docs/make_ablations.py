@@ -3,11 +3,14 @@
 
     python3 docs/make_ablations.py run sop e64 nsp     # each: pre-train, fine-tune SST-2, fine-tune MRPC
     python3 docs/make_ablations.py run sop --seed 7    # a second seed
+    python3 docs/make_ablations.py run scratch         # the control: fine-tuning without pre-training
     python3 docs/make_ablations.py table               # the tables of docs/ablations.md, from the results
 
 A variant is the baseline (E=128, one block shared by all L=4 loops, MLM+SOP) with one
 flag changed. All use the same seed, steps and tokenizer (the committed pre-trained
-model's spiece.model), so they differ only in what the paper's table varies. Each
+model's spiece.model), so they differ only in what the paper's table varies. The
+control ``scratch`` is the baseline's model fine-tuned from random weights with the
+same fine-tuning budget: what the pre-training adds downstream. Each
 finished variant is written to docs/ablations/<variant>-seed<seed>.json with its
 commands, wall times and scores; the runs themselves go to runs/ablations/ (not
 committed), and a variant interrupted mid-way continues where it stopped (train.py --resume).
@@ -26,9 +29,10 @@ RESULTS = os.path.join(ROOT, "docs", "ablations")
 DOC = os.path.join(ROOT, "docs", "ablations.md")
 TOKENIZER = "weights/pretrained-small/spiece.model"
 
+# The model's size and vocabulary, the same in every variant but the flag it changes.
+MODEL = ["--tokenizer", TOKENIZER, "--hidden-size", "128", "--layers", "4", "--heads", "4", "--intermediate-size", "512"]
 # The fixed budget: steps, not minutes, so a busy machine changes the wall time, not the result.
-PRETRAIN = ["--text", "../shared/data/pretrain/movie_reviews.txt", "--tokenizer", TOKENIZER,
-            "--hidden-size", "128", "--layers", "4", "--heads", "4", "--intermediate-size", "512", "--dropout", "0",
+PRETRAIN = ["--text", "../shared/data/pretrain/movie_reviews.txt", *MODEL, "--dropout", "0",
             "--max-length", "64", "--batch-size", "64", "--lr", "1e-3", "--warmup", "0.02", "--epochs", "100",
             "--max-steps", "2000", "--eval-every", "500"]
 SST2 = ["--train", "../shared/data/sst2/train.tsv", "--dev", "../shared/data/sst2/dev.tsv", "--dropout", "0.1",
@@ -46,7 +50,9 @@ VARIANTS = {   # name: (table, what it changes)
     "none": ("4", {"--sharing": "none"}),
     "nsp": ("5", {"--task": "nsp"}),
     "mlm": ("5", {"--task": "mlm"}),
+    "scratch": ("control", {}),     # no pre-training: the baseline fine-tuned from random weights
 }
+SCRATCH = "scratch"
 
 
 def train(flags, out, log):
@@ -74,9 +80,13 @@ def backbone_parameters(out):
 
 
 def stages(name, seed, pretrained):
-    """train.py's flags for each stage of a variant: pre-train, then fine-tune SST-2 and MRPC from it."""
+    """train.py's flags for each stage of a variant: pre-train, then fine-tune SST-2 and MRPC from it
+    (the control: SST-2 and MRPC from random weights of the baseline's size and vocabulary)."""
     flags = [f for pair in {**BASELINE, **VARIANTS[name][1]}.items() for f in pair]
     seed_flags = ["--seed", str(seed)]
+    if name == SCRATCH:
+        model = [*flags[flags.index("--task") + 2:], *MODEL]      # every flag but the pre-training task
+        return {"sst2": [*model, *SST2, *seed_flags], "mrpc": [*model, *MRPC, *seed_flags]}
     return {"pretrain": [*flags, *PRETRAIN, *seed_flags],
             "sst2": ["--init", pretrained, *SST2, *seed_flags],
             "mrpc": ["--init", pretrained, *MRPC, *seed_flags]}
@@ -87,9 +97,10 @@ def recorded_command(flags, stage):
 
 
 def on_this_budget(result):
-    """Whether a result was made with the budget this script runs now (the pre-training command)."""
-    expected = stages(result["variant"], result["seed"], "pretrain")["pretrain"]
-    return result["pretrain"]["command"] == recorded_command(expected, "pretrain")
+    """Whether a result was made with the budget this script runs now: the command of its first
+    stage (the pre-training; the control's SST-2 fine-tuning), the one that names no earlier run."""
+    first, expected = next(iter(stages(result["variant"], result["seed"], "pretrain").items()))
+    return result[first]["command"] == recorded_command(expected, first)
 
 
 def run_variant(name, seed, runs):
@@ -105,12 +116,13 @@ def run_variant(name, seed, runs):
     log = os.path.join(folder, "log.txt")
     pretrained = os.path.join(folder, "pretrain")
     result = {"variant": name, "tables": VARIANTS[name][0], "seed": seed, "changes": VARIANTS[name][1]}
-    for stage, flags in stages(name, seed, pretrained).items():
+    variant_stages = stages(name, seed, pretrained)
+    for stage, flags in variant_stages.items():
         out = os.path.join(folder, stage)
         print(f"{name} seed {seed}: {stage} ...", flush=True)
         wall = train(flags, out, log)
         result[stage] = {"command": recorded_command(flags, stage), "wall_s": round(wall, 1), "kept": kept_metrics(out)}
-    result["backbone_parameters"] = backbone_parameters(pretrained)
+    result["backbone_parameters"] = backbone_parameters(os.path.join(folder, next(iter(variant_stages))))
     os.makedirs(RESULTS, exist_ok=True)
     tmp = result_path + ".tmp-write"
     with open(tmp, "w", encoding="utf-8") as f:
@@ -120,9 +132,11 @@ def run_variant(name, seed, runs):
 
 
 def summary(result):
-    pre, sst2, mrpc = (result[s]["kept"] for s in ("pretrain", "sst2", "mrpc"))
-    return {"params_M": result["backbone_parameters"] / 1e6, "mlm": pre["heldout_mlm_accuracy"] * 100,
-            "sop": pre["heldout_sop_accuracy"] * 100, "nsp": pre["heldout_nsp_accuracy"] * 100,
+    """The table's numbers (percent); None for the pre-training scores of the control, which has none."""
+    sst2, mrpc = (result[s]["kept"] for s in ("sst2", "mrpc"))
+    pre = result["pretrain"]["kept"] if result["variant"] != SCRATCH else {}
+    held_out = {task: pre[f"heldout_{task}_accuracy"] * 100 if pre else None for task in ("mlm", "sop", "nsp")}
+    return {"params_M": result["backbone_parameters"] / 1e6, **held_out,
             "sst2": sst2["dev_accuracy"] * 100, "mrpc_f1": mrpc["dev_f1"] * 100, "mrpc_acc": mrpc["dev_accuracy"] * 100}
 
 
@@ -131,7 +145,10 @@ COLUMNS = [("params", "params_M", "{:.2f}M"), ("held-out MLM", "mlm", "{:.1f}"),
            ("NSP", "nsp", "{:.1f}"), ("SST-2 dev", "sst2", "{:.2f}"), ("MRPC dev F1 / acc", None, None)]
 ROWS = {"3": [("e32", "E=32"), ("e64", "E=64"), ("sop", "E=128 (= H)")],
         "4": [("sop", "all-shared"), ("attention", "shared-attention"), ("ffn", "shared-FFN"), ("none", "not-shared")],
-        "5": [("mlm", "none (MLM only)"), ("nsp", "NSP"), ("sop", "SOP")]}
+        "5": [("mlm", "none (MLM only)"), ("nsp", "NSP"), ("sop", "SOP")],
+        "control": [("scratch", "no pre-training"), ("sop", "SOP (the baseline)")]}
+TITLES = {"3": "Table 3 in miniature", "4": "Table 4 in miniature", "5": "Table 5 in miniature",
+          "control": "Control: the baseline's model fine-tuned without pre-training"}
 
 
 # The paper's ALBERT-base rows for the same variants (arXiv 1909.11942v6; Table 3's all-shared rows,
@@ -142,7 +159,8 @@ PAPER = {"3": {"e64": "10M · SST-2 89.4 · avg 79.0", "sop": "12M · SST-2 90.3
                "ffn": "38M · SST-2 91.7 · avg 80.2", "none": "89M · SST-2 91.5 · avg 81.6"},
          "5": {"mlm": "MLM 54.9 · NSP 52.4 · SOP 53.3 · SST-2 89.9 · avg 79.0",
                "nsp": "MLM 54.5 · NSP 90.5 · SOP 52.0 · SST-2 91.1 · avg 79.2",
-               "sop": "MLM 54.0 · NSP 78.9 · SOP 86.5 · SST-2 90.3 · avg 80.1"}}
+               "sop": "MLM 54.0 · NSP 78.9 · SOP 86.5 · SST-2 90.3 · avg 80.1"},
+         "control": {"sop": "12M · SST-2 90.3 · avg 80.1"}}
 
 
 def load_results():
@@ -173,8 +191,11 @@ def read_result(path):
 
 
 def cell(values, key, fmt):
-    """One seed (or seeds that agree, as parameter counts do): the number; else their mean, then each seed's."""
+    """One seed (or seeds that agree, as parameter counts do): the number; else their mean, then each seed's.
+    A score the variant has not got (the control's pre-training scores) is "-"."""
     numbers = [v[key] for v in values]
+    if None in numbers:
+        return "-"
     if len({fmt.format(n) for n in numbers}) == 1:
         return fmt.format(numbers[0])
     mean = fmt.format(sum(numbers) / len(numbers))
@@ -184,7 +205,7 @@ def cell(values, key, fmt):
 def tables(results):
     lines = []
     for table, rows in ROWS.items():
-        lines += [f"**Table {table} in miniature**", "",
+        lines += [f"**{TITLES[table]}**", "",
                   "| variant | seeds | " + " | ".join(c[0] for c in COLUMNS) + " | paper (ALBERT-base) |",
                   "| --- | ---: |" + " ---: |" * len(COLUMNS) + " --- |"]
         for name, label in rows:

@@ -21,12 +21,14 @@ def ablations(tmp_path, monkeypatch):
 
 
 def write_result(module, variant, seed, sst2, pretrain_flags=None):
-    flags = pretrain_flags or module.stages(variant, seed, "pretrain")["pretrain"]
+    stages = module.stages(variant, seed, "pretrain")
     kept = {"heldout_mlm_accuracy": 0.2, "heldout_sop_accuracy": 0.7, "heldout_nsp_accuracy": 0.5}
     result = {"variant": variant, "seed": seed, "backbone_parameters": 1_270_000,
-              "pretrain": {"command": module.recorded_command(flags, "pretrain"), "kept": kept},
-              "sst2": {"kept": {"dev_accuracy": sst2}},
+              "sst2": {"command": module.recorded_command(stages["sst2"], "sst2"), "kept": {"dev_accuracy": sst2}},
               "mrpc": {"kept": {"dev_f1": 0.8, "dev_accuracy": 0.7}}}
+    if "pretrain" in stages:
+        flags = pretrain_flags or stages["pretrain"]
+        result["pretrain"] = {"command": module.recorded_command(flags, "pretrain"), "kept": kept}
     with open(os.path.join(module.RESULTS, f"{variant}-seed{seed}.json"), "w") as f:
         json.dump(result, f)
 
@@ -66,3 +68,28 @@ def test_doc_markers_missing_is_an_error_line(ablations):
         f.write("# hand-written\n")
     with pytest.raises(SystemExit, match="lacks the markers"):
         ablations.write_tables()
+
+
+def test_the_control_fine_tunes_the_baselines_model_from_random_weights(ablations):
+    baseline = ablations.stages("sop", 42, "runs/sop-seed42/pretrain")
+    control = ablations.stages("scratch", 42, "runs/scratch-seed42/pretrain")
+    assert list(control) == ["sst2", "mrpc"]                              # no pre-training stage
+    pretrain = baseline["pretrain"]
+    model_flags = {f: pretrain[pretrain.index(f) + 1] for f in pretrain
+                   if f in ("--embedding-size", "--sharing", "--tokenizer", "--hidden-size", "--layers", "--heads",
+                            "--intermediate-size")}
+    for stage in control:
+        assert "--init" not in control[stage] and "--task" not in control[stage]
+        assert {f: control[stage][control[stage].index(f) + 1] for f in model_flags} == model_flags
+        # the same fine-tuning budget as the pre-trained variants: their flags after "--init <folder>"
+        assert baseline[stage][0] == "--init"
+        assert control[stage][-len(baseline[stage][2:]):] == baseline[stage][2:]
+
+
+def test_the_control_row_has_no_pretraining_scores(ablations):
+    write_result(ablations, "scratch", 42, 0.80)
+    write_result(ablations, "sop", 42, 0.82)
+    ablations.write_tables()
+    doc = open(ablations.DOC).read()
+    assert "| no pre-training | 1 | 1.27M | - | - | - | 80.00 | 80.00 / 70.00 | not in the paper |" in doc
+    assert "| SOP (the baseline) | 1 | 1.27M | 20.0 | 70.0 | 50.0 | 82.00 |" in doc
