@@ -73,7 +73,8 @@ def main():
         out = subprocess.run([sys.executable, __file__, "--mode", mode, "--rounds", str(args.rounds)],
                              capture_output=True, text=True)
         if out.returncode:
-            sys.exit(f"error: the {mode} run failed: {out.stderr.strip().splitlines()[-1:]}")
+            last = (out.stderr.strip().splitlines() or ["no message"])[-1]
+            sys.exit(f"error: the {mode} run failed: {last}")
         readings[mode] = [float(line) for line in out.stdout.split()]
     print("round | " + " | ".join(f"resident GB, graphs {m}" for m in MODES))
     for round_ in range(args.rounds):

@@ -82,10 +82,11 @@ def backbone_parameters(out):
 def stages(name, seed, pretrained):
     """train.py's flags for each stage of a variant: pre-train, then fine-tune SST-2 and MRPC from it
     (the control: SST-2 and MRPC from random weights of the baseline's size and vocabulary)."""
-    flags = [f for pair in {**BASELINE, **VARIANTS[name][1]}.items() for f in pair]
+    settings = {**BASELINE, **VARIANTS[name][1]}
+    flags = [f for pair in settings.items() for f in pair]
     seed_flags = ["--seed", str(seed)]
-    if name == SCRATCH:
-        model = [*flags[flags.index("--task") + 2:], *MODEL]      # every flag but the pre-training task
+    if name == SCRATCH:     # every flag but the pre-training task
+        model = [f for pair in settings.items() if pair[0] != "--task" for f in pair] + MODEL
         return {"sst2": [*model, *SST2, *seed_flags], "mrpc": [*model, *MRPC, *seed_flags]}
     return {"pretrain": [*flags, *PRETRAIN, *seed_flags],
             "sst2": ["--init", pretrained, *SST2, *seed_flags],
