@@ -1,6 +1,6 @@
 """Steps per minute of one train.py process against 2 data-parallel workers, side by side in one run.
 
-    python3 benchmarks/data_parallel.py                 # pre-training, 3 min each (about 8 min)
+    python3 benchmarks/data_parallel.py                 # pre-training, 3 min each (about 9 min in all)
     python3 benchmarks/data_parallel.py --job sst2      # SST-2 fine-tuning from weights/pretrained-small
     python3 benchmarks/data_parallel.py --minutes 5
 
@@ -27,6 +27,9 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+from albert_min import arguments as num  # noqa: E402  (after the path, as train.py's flag types)
+
 DATA = os.path.join(os.path.dirname(ROOT), "shared", "data")
 WORKERS = 2
 
@@ -93,10 +96,9 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--job", choices=("pretrain", "sst2"), default="pretrain",
                    help="pretrain: README's pre-training command; sst2: its fine-tuning command")
-    p.add_argument("--minutes", type=float, default=3.0, help="--max-minutes of each run (compile included)")
+    p.add_argument("--minutes", type=num.positive_float, default=3.0,
+                   help="--max-minutes of each run (compile included)")
     args = p.parse_args()
-    if args.minutes <= 0:
-        sys.exit(f"error: --minutes must be positive, got {args.minutes}")
     print(f"machine load before: {os.getloadavg()[0]:.2f} (1-min average), {os.cpu_count()} CPUs", flush=True)
     workdir = tempfile.mkdtemp(prefix="albert_min_dp_")
     try:
