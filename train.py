@@ -28,13 +28,10 @@ Data-parallel on N workers with MindSpore's launcher (--batch-size stays the glo
 """
 
 import argparse
-import json
-import math
 import os
 import random
 import sys
 import tempfile
-import time
 
 # MindSpore logs WARNINGs (deprecations, compile-cache misses) to stderr; errors only, unless the user sets GLOG_v.
 os.environ.setdefault("GLOG_v", "3")
@@ -170,160 +167,6 @@ def build_model(cls, config, args):
     return cls(config)
 
 
-def write_json(path, data):
-    with open(path, "w") as f:
-        json.dump(data, f, indent=2)
-
-
-class Trainer:
-    """Epoch loop shared by both tasks: steps, progress bar, state saving, resume."""
-
-    def __init__(self, args, model, tokenizer, spiece_path, steps_per_epoch, loss_fn, parallel):
-        from albert_min.training import linear_warmup_decay, make_optimizer, with_adam_bias_correction
-        self.args, self.model, self.tokenizer, self.spiece_path = args, model, tokenizer, spiece_path
-        self.parallel = parallel   # albert_min.parallel: this worker's rows, who writes, agreed decisions
-        self.steps_per_epoch = steps_per_epoch
-        self.total_steps = steps_per_epoch * args.epochs
-        if args.max_steps:
-            self.total_steps = min(self.total_steps, args.max_steps)
-        schedule = linear_warmup_decay(args.lr, self.total_steps, args.warmup)
-        if args.task in PRETRAINING_TASKS:   # from random weights, with a short warm-up: see the README
-            schedule = with_adam_bias_correction(schedule)
-        self.optimizer = make_optimizer(model, schedule, args.weight_decay)
-        self.loss_fn = loss_fn
-        self.train_step = None   # built (dropout reseeded, recompiled) at the start of each saved segment
-        self.state_dir = state_dir(args)
-        self.protect = input_paths(args)
-        # epoch_losses: this epoch's losses so far, so a resumed epoch reports the same mean loss
-        self.state = {"epoch": 0, "step": 0, "best": None, "history": [], "epoch_losses": []}
-
-    def step(self, batch):
-        """One train step. After every saved state the dropout masks are reseeded from
-        (seed, step) and the step recompiled, so a resumed run repeats the original
-        exactly (see ``albert_min.training.reseed_dropout``)."""
-        import mindspore as ms
-        from albert_min.training import make_train_step, quiet_recompile_warning, reseed_dropout
-        if self.train_step is None:
-            quiet_recompile_warning()
-            reseed_dropout(self.model, self.args.seed, self.state["step"], self.parallel.rank)
-            self.train_step = make_train_step(self.loss_fn, self.optimizer, self.args.max_grad_norm,
-                                              use_jit=not self.args.no_jit,
-                                              grad_reducer=self.parallel.grad_reducer(self.optimizer.parameters))
-        return float(self.train_step(*[ms.Tensor(x) for x in batch]).asnumpy())
-
-    def save_state(self):
-        from albert_min.training import release_compiled_graphs, save_training_state, uses_dropout
-        if self.parallel.writes:
-            save_training_state(self.state_dir, self.model, self.optimizer, self.state)
-        if uses_dropout(self.model):   # fresh masks from (seed, step): see reseed_dropout
-            self.train_step = None
-            release_compiled_graphs()
-
-    def resume(self):
-        from albert_min.training import load_training_state
-        # check_outputs has already completed or rolled back an interrupted save of both folders
-        self.state = load_training_state(self.state_dir, self.model, self.optimizer, recover=False)
-        self.state.setdefault("epoch_losses", [])
-        print(f"resumed from {self.state_dir}: epoch {self.state['epoch']}, step {self.state['step']}", flush=True)
-
-    def run(self, epoch_batches, evaluate):
-        """epoch_batches(epoch) yields tuples of numpy arrays; evaluate() -> (score, metrics dict).
-
-        Evaluates (and keeps the best model) after every epoch and, with
-        --eval-every N, every N steps; saves the resumable state at each of those
-        points and every --save-every steps.
-        """
-        from tqdm import tqdm
-        args = self.args
-        self.check_workers_agree()
-        deadline = time.monotonic() + args.max_minutes * 60 if args.max_minutes else None
-        out_of_time = False
-        for epoch in range(self.state["epoch"], args.epochs):
-            if self.state["step"] >= self.total_steps or out_of_time:
-                break
-            self.model.set_train(True)
-            losses, start = self.state["epoch_losses"], time.perf_counter()
-            done = len(losses)   # > 0 when resuming inside this epoch: those batches are skipped
-
-            def log(epoch_done):   # evaluate at this point of the epoch; steps/s counts this run's steps only
-                self.evaluate_and_keep_best(evaluate, epoch_done, losses, start, len(losses) - done)
-
-            bar = tqdm(total=min(self.steps_per_epoch - done, self.total_steps - self.state["step"]),
-                       desc=f"epoch {epoch + 1}/{args.epochs}", unit="step", disable=args.quiet)
-            for index, batch in enumerate(epoch_batches(epoch)):
-                if index < done:
-                    continue   # drawn anyway, so the epoch's shuffling and masking RNGs advance as before
-                if self.state["step"] >= self.total_steps:
-                    break
-                loss = self.step(batch)
-                if not math.isfinite(loss):
-                    sys.exit(f"error: loss became {loss} at step {self.state['step']}; lower --lr")
-                losses.append(loss)
-                self.state["step"] += 1
-                bar.update(1)
-                bar.set_postfix(loss=f"{np.mean(losses[-50:]):.4f}")
-                mid_epoch = len(losses) < self.steps_per_epoch
-                if args.eval_every and self.state["step"] % args.eval_every == 0 and mid_epoch:
-                    log(epoch + len(losses) / self.steps_per_epoch)
-                    self.model.set_train(True)
-                    self.save_state()
-                elif args.save_every and self.state["step"] % args.save_every == 0 and mid_epoch:
-                    self.save_state()
-                if deadline is not None and self.parallel.any(time.monotonic() >= deadline) and mid_epoch:
-                    out_of_time = True   # checked after a step: at least one step per run
-                    break
-            bar.close()
-            if len(losses) < self.steps_per_epoch:   # stopped inside the epoch: out of time or at --max-steps
-                if not self.state["history"] or self.state["history"][-1]["step"] != self.state["step"]:
-                    log(epoch + len(losses) / self.steps_per_epoch)
-                    self.save_state()   # else --eval-every has just evaluated and saved this very step
-                if out_of_time:
-                    print(f"stopped after --max-minutes {args.max_minutes} at step {self.state['step']}; "
-                          f"--resume continues from {self.state_dir}", flush=True)
-                break
-            log(epoch + 1)
-            self.state["epoch"] = epoch + 1
-            self.state["epoch_losses"] = []
-            self.save_state()
-            if (deadline is not None and self.parallel.any(time.monotonic() >= deadline)
-                    and self.state["step"] < self.total_steps):
-                print(f"stopped after --max-minutes {args.max_minutes} at step {self.state['step']} (end of "
-                      f"epoch {epoch + 1}); --resume continues from {self.state_dir}", flush=True)
-                break
-        return self.state
-
-    def check_workers_agree(self):
-        """Data-parallel workers never exchange weights: they must start from the same ones."""
-        from albert_min.checkpoint import model_arrays
-        if self.parallel.size == 1:
-            return
-        sp = self.tokenizer.sp   # the vocabulary: a trained spiece.model's bytes also hold its temporary paths
-        vocabulary = "\n".join(f"{sp.IdToPiece(i)} {sp.GetScore(i)}" for i in range(sp.GetPieceSize()))
-        self.parallel.check_same("tokenizers (give them one with --tokenizer)", vocabulary.encode())
-        self.parallel.check_same("initial weights", b"".join(a.tobytes() for a in model_arrays(self.model).values()))
-
-    def evaluate_and_keep_best(self, evaluate, epoch, losses, start, steps_run):
-        """Evaluate, log a record, and save the model folder if this is the best score so far.
-
-        losses: the epoch's losses so far (before a resume too); steps_run: those this run took since start.
-        """
-        from albert_min.checkpoint import TRAIN_METRICS_FILE, save_model_dir
-        seconds = time.perf_counter() - start
-        self.model.set_train(False)
-        score, metrics = evaluate()
-        record = {"epoch": round(epoch, 2), "step": self.state["step"], "max_length": self.args.max_length,
-                  "train_loss": float(np.mean(losses)), "steps_per_s": steps_run / seconds, **metrics}
-        self.state["history"].append(record)
-        print(json.dumps(record), flush=True)
-        if self.state["best"] is None or score >= self.state["best"]:
-            self.state["best"] = score
-            if not self.parallel.writes:
-                return
-            save_model_dir(self.model, self.args.output, spiece_model=self.spiece_path, overwrite=True,
-                           protect=self.protect, extra_files={TRAIN_METRICS_FILE: lambda path: write_json(path, record)})
-            print(f"saved {self.args.output} (score {score:.4f})", flush=True)
-
-
 def run_classification(args, workdir, parallel):
     """Fine-tune on a GLUE task (or a generic sentence<TAB>label TSV): single sentences or
     pairs, classification (cross-entropy) or, for STS-B, regression (MSE on one score)."""
@@ -382,11 +225,8 @@ def run_classification(args, workdir, parallel):
         metrics = glue.evaluation_metrics(task, dev.labels, logits)
         return glue.selection_score(task, metrics), {"dev_" + k: v for k, v in metrics.items() if k != "confusion"}
 
-    trainer = Trainer(args, model, tokenizer, spiece_path, parallel.steps(len(ids), args.batch_size), loss_fn,
-                      parallel)
-    if args.resume:
-        trainer.resume()
-    return trainer.run(epoch_batches, evaluate)
+    return run_trainer(args, model, tokenizer, spiece_path, parallel.steps(len(ids), args.batch_size), loss_fn,
+                       parallel, epoch_batches, evaluate)
 
 
 def tokenizer_sentences(args, sentences):
@@ -445,8 +285,16 @@ def run_pretraining(args, workdir, parallel):
         return metrics["heldout_mlm_accuracy"], metrics
 
     steps = parallel.steps(len(epoch_examples(0)), args.batch_size)   # later epochs differ by a few cuts
-    trainer = Trainer(args, model, tokenizer, spiece_path, steps, pretraining.make_loss_fn(model, args.task),
-                      parallel)
+    return run_trainer(args, model, tokenizer, spiece_path, steps, pretraining.make_loss_fn(model, args.task),
+                       parallel, epoch_batches, evaluate)
+
+
+def run_trainer(args, model, tokenizer, spiece_path, steps_per_epoch, loss_fn, parallel, epoch_batches, evaluate):
+    """The epoch loop (albert_min.trainer), resumed from <output>.state with --resume; returns its final state."""
+    from albert_min.trainer import Trainer
+    trainer = Trainer(args, model, tokenizer, spiece_path, steps_per_epoch, loss_fn, parallel,
+                      state_dir=state_dir(args), protect=input_paths(args),
+                      adam_bias_correction=args.task in PRETRAINING_TASKS)
     if args.resume:
         trainer.resume()
     return trainer.run(epoch_batches, evaluate)

@@ -15,6 +15,7 @@ from conftest import ROOT
 sys.path.insert(0, ROOT)
 import train  # noqa: E402
 from albert_min import pretraining  # noqa: E402
+from albert_min.trainer import Trainer  # noqa: E402
 from albert_min.config import AlbertConfig, ConfigError, SHARING_STRATEGIES  # noqa: E402
 from albert_min.modeling import (AlbertForPreTraining, AlbertModel, TABLE4_PARAMETERS,  # noqa: E402
                                  backbone_parameter_count, count_parameters)
@@ -314,5 +315,5 @@ def test_a_model_without_dropout_keeps_its_compiled_step_across_saves():
         compiled = object()
         trainer = SimpleNamespace(model=AlbertForPreTraining(config), train_step=compiled,
                                   parallel=SimpleNamespace(writes=False))   # a worker that does not write
-        train.Trainer.save_state(trainer)
+        Trainer.save_state(trainer)
         assert (trainer.train_step is compiled) == kept
