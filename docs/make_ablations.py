@@ -53,6 +53,7 @@ VARIANTS = {   # name: (table, what it changes)
     "scratch": ("control", {}),     # no pre-training: the baseline fine-tuned from random weights
 }
 SCRATCH = "scratch"
+DEFAULT_SEED = 42
 
 
 def train(flags, out, log):
@@ -164,7 +165,13 @@ PAPER = {"3": {"e64": "10M · SST-2 89.4 · avg 79.0", "sop": "12M · SST-2 90.3
          "control": {"sop": "12M · SST-2 90.3 · avg 80.1"}}
 
 
+def seed_order(seed):
+    """The default seed first (every variant has it), then the others by number: 42, 7, 11."""
+    return (seed != DEFAULT_SEED, seed)
+
+
 def load_results():
+    """Each variant's results on this budget as (seed, summary) pairs, in seed_order."""
     results = {}
     for file in sorted(os.listdir(RESULTS)) if os.path.isdir(RESULTS) else []:
         if re.fullmatch(r"[a-z0-9]+-seed\d+\.json", file):
@@ -173,8 +180,8 @@ def load_results():
             if not on_this_budget(result):
                 print(f"note: {os.path.relpath(path, ROOT)}: made with another budget; left out of the tables")
                 continue
-            results.setdefault(result["variant"], []).append(summary(result))
-    return results
+            results.setdefault(result["variant"], []).append((result["seed"], summary(result)))
+    return {name: sorted(runs, key=lambda run: seed_order(run[0])) for name, runs in results.items()}
 
 
 def read_result(path):
@@ -210,14 +217,15 @@ def tables(results):
                   "| variant | seeds | " + " | ".join(c[0] for c in COLUMNS) + " | paper (ALBERT-base) |",
                   "| --- | ---: |" + " ---: |" * len(COLUMNS) + " --- |"]
         for name, label in rows:
-            values = results.get(name)
+            runs = results.get(name)
             paper = PAPER[table].get(name, "not in the paper")
-            if not values:
-                lines.append(f"| {label} | 0 |" + " not run yet |" * len(COLUMNS) + f" {paper} |")
+            if not runs:
+                lines.append(f"| {label} | - |" + " not run yet |" * len(COLUMNS) + f" {paper} |")
                 continue
+            seeds, values = [seed for seed, _ in runs], [scores for _, scores in runs]
             cells = [cell(values, key, fmt) for _, key, fmt in COLUMNS[:-1]]
             cells.append(cell(values, "mrpc_f1", "{:.2f}") + " / " + cell(values, "mrpc_acc", "{:.2f}"))
-            lines.append(f"| {label} | {len(values)} | " + " | ".join(cells) + f" | {paper} |")
+            lines.append(f"| {label} | {', '.join(map(str, seeds))} | " + " | ".join(cells) + f" | {paper} |")
         lines.append("")
     return "\n".join(lines)
 
@@ -245,7 +253,7 @@ def main(argv=None):
     sub = p.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="pre-train and fine-tune variants")
     run.add_argument("variants", nargs="+", choices=list(VARIANTS))
-    run.add_argument("--seed", type=int, default=42)
+    run.add_argument("--seed", type=int, default=DEFAULT_SEED)
     run.add_argument("--runs", default=os.path.join(ROOT, "runs", "ablations"), help="where the runs go")
     sub.add_parser("table", help="write the tables of docs/ablations.md from docs/ablations/*.json")
     args = p.parse_args(argv)

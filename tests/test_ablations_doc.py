@@ -42,10 +42,18 @@ def test_tables_average_seeds_and_leave_out_other_budgets(ablations, capsys):
     write_result(ablations, "nsp", 42, 0.99, pretrain_flags=other_budget)
     ablations.write_tables()
     doc = open(ablations.DOC).read()
-    assert "| SOP | 2 | 1.27M | 20.0 | 70.0 | 50.0 | 82.00 (81.00, 83.00) | 80.00 / 70.00 |" in doc
+    assert "| SOP | 42, 7 | 1.27M | 20.0 | 70.0 | 50.0 | 82.00 (81.00, 83.00) | 80.00 / 70.00 |" in doc
     assert "99.00" not in doc                                            # the other budget's row is not shown
-    assert "| NSP | 0 | not run yet |" in doc
+    assert "| NSP | - | not run yet |" in doc
     assert "nsp-seed42.json: made with another budget" in capsys.readouterr().out
+
+
+def test_each_seeds_number_stands_where_the_seeds_column_names_it(ablations):
+    # file names sort "seed11" < "seed42" < "seed7"; the table puts the default seed first, then by number
+    for seed, sst2 in ((11, 0.79), (42, 0.81), (7, 0.83)):
+        write_result(ablations, "sop", seed, sst2)
+    ablations.write_tables()
+    assert "| SOP | 42, 7, 11 | 1.27M | 20.0 | 70.0 | 50.0 | 81.00 (81.00, 83.00, 79.00) |" in open(ablations.DOC).read()
 
 
 def test_a_broken_result_file_is_an_error_line(ablations):
@@ -91,5 +99,5 @@ def test_the_control_row_has_no_pretraining_scores(ablations):
     write_result(ablations, "sop", 42, 0.82)
     ablations.write_tables()
     doc = open(ablations.DOC).read()
-    assert "| no pre-training | 1 | 1.27M | - | - | - | 80.00 | 80.00 / 70.00 | not in the paper |" in doc
-    assert "| SOP (the baseline) | 1 | 1.27M | 20.0 | 70.0 | 50.0 | 82.00 |" in doc
+    assert "| no pre-training | 42 | 1.27M | - | - | - | 80.00 | 80.00 / 70.00 | not in the paper |" in doc
+    assert "| SOP (the baseline) | 42 | 1.27M | 20.0 | 70.0 | 50.0 | 82.00 |" in doc
