@@ -191,6 +191,8 @@ def read_result(path):
             result = json.load(f)
         if result["variant"] not in VARIANTS:
             raise KeyError(f"unknown variant {result['variant']!r}")
+        if type(result["seed"]) is not int:     # the tables sort seeds as numbers
+            raise TypeError(f"seed {result['seed']!r} is not a whole number")
         on_this_budget(result)
         summary(result)
     except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as err:

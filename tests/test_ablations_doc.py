@@ -63,6 +63,19 @@ def test_a_broken_result_file_is_an_error_line(ablations):
         ablations.write_tables()
 
 
+def test_a_seed_that_is_not_a_whole_number_is_an_error_line(ablations):
+    for seed in (42, 7, 11):
+        write_result(ablations, "sop", seed, 0.81)
+    path = os.path.join(ablations.RESULTS, "sop-seed7.json")
+    with open(path) as f:
+        result = json.load(f)
+    result["seed"] = "7"                                                 # a hand edit; the command still says 7
+    with open(path, "w") as f:
+        json.dump(result, f)
+    with pytest.raises(SystemExit, match=r"^error: .*sop-seed7.json: not a result .*seed '7' is not a whole number"):
+        ablations.write_tables()
+
+
 def test_rerunning_a_variant_whose_result_is_broken_is_an_error_line(ablations, tmp_path):
     with open(os.path.join(ablations.RESULTS, "nsp-seed42.json"), "w") as f:
         f.write('{"variant": "nsp", "seed": 42}')
