@@ -83,6 +83,9 @@ def parse_args(argv=None):
     p.add_argument("--weight-decay", type=num.non_negative_float, default=0.01)
     p.add_argument("--max-grad-norm", type=num.positive_float, default=1.0)
     p.add_argument("--max-length", type=num.max_length, default=64, help="tokens per example incl. [CLS]/[SEP]")
+    p.add_argument("--mask-prob", type=num.float_in(0.0, 1.0, low_open=True, high_open=True), default=None,
+                   help="pre-training: share of the pieces masked for the MLM loss (default 0.15, as in BERT "
+                        "and ALBERT); held-out MLM accuracy is always measured at 0.15, so runs compare")
     p.add_argument("--max-steps", type=num.positive_int, default=None,
                    help="stop after this many steps; also the length of the LR schedule when shorter than --epochs")
     p.add_argument("--max-minutes", type=num.positive_float, default=None,
@@ -112,6 +115,8 @@ def parse_args(argv=None):
         p.error(f"--task {args.task} needs --text")
     if args.task in PRETRAINING_TASKS and args.max_length < 5:
         p.error(f"--task {args.task} needs --max-length >= 5 ([CLS] a [SEP] b [SEP])")
+    if args.task not in PRETRAINING_TASKS and args.mask_prob is not None:
+        p.error(f"--mask-prob is for pre-training (--task sop, nsp or mlm), not --task {args.task}")
     if args.init or args.config:
         ignored = [a.option_strings[0] for a in size_flags if getattr(args, a.dest) != a.default]
         if ignored:
@@ -260,8 +265,10 @@ def run_pretraining(args, workdir, parallel):
     train_docs, heldout_docs = pretraining.split_documents(documents, 0.05, random.Random(args.seed))
     train_ids = [[tokenizer.encode_ids(s) for s in d] for d in train_docs]
     heldout_ids = [[tokenizer.encode_ids(s) for s in d] for d in heldout_docs]
-    batcher = pretraining.PretrainingBatcher(tokenizer, args.max_length)
-    heldout = pretraining.HeldOut(heldout_ids, batcher, args.max_length, args.batch_size, args.seed)
+    batcher = pretraining.PretrainingBatcher(tokenizer, args.max_length, args.mask_prob or pretraining.MASK_PROB)
+    # The held-out masks stay at BERT's 15% whatever --mask-prob, so held-out MLM accuracy compares across runs.
+    heldout = pretraining.HeldOut(heldout_ids, pretraining.PretrainingBatcher(tokenizer, args.max_length),
+                                  args.max_length, args.batch_size, args.seed)
     print(f"{len(train_docs)} training documents, {len(heldout_docs)} held out "
           f"({len(heldout.sets['sop'])} SOP + {len(heldout.sets['nsp'])} NSP pairs)", flush=True)
 

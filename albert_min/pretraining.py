@@ -143,6 +143,7 @@ class PretrainingBatcher:
         self.word_start = word_start_table(tokenizer)
         self.special_ids = set(tokenizer.special_ids.values())
         self.random_ids = np.array([i for i in range(tokenizer.vocab_size) if i not in self.special_ids])
+        self.mask_prob = mask_prob
         self.max_predictions = max(1, int(round(max_length * mask_prob)))
 
     def __call__(self, examples, rng: np.random.Generator):
@@ -156,7 +157,7 @@ class PretrainingBatcher:
         for row in range(B):
             length = int(attention_mask[row].sum())
             masked, pos, orig = ngram_mask(input_ids[row, :length].tolist(), self.word_start, self.special_ids,
-                                           self.random_ids, tok.mask_token_id, rng, P)
+                                           self.random_ids, tok.mask_token_id, rng, P, self.mask_prob)
             input_ids[row, :length] = masked
             positions[row, :len(pos)], mlm_ids[row, :len(pos)], weights[row, :len(pos)] = pos, orig, 1.0
         flat_positions = (positions + S * np.arange(B, dtype=np.int32)[:, None]).reshape(-1)

@@ -177,6 +177,59 @@ def test_sharing_is_written_only_when_not_the_default(tmp_path):
 
 
 # ----------------------------------------------------------- end to end runs
+@pytest.mark.parametrize("mask_prob", [0.15, 0.4])
+def test_batcher_masks_the_share_it_is_given(mask_prob):
+    """--mask-prob reaches the masking itself, not only the number of prediction slots."""
+    from tokenizer import AlbertTokenizer
+    tok = AlbertTokenizer(os.path.join(ROOT, "weights", "pretrained-small", "spiece.model"))
+    rng = random.Random(0)
+    words = "the film was a quiet story about love loss and a very long summer in new york".split()
+    documents = [[tok.encode_ids(" ".join(rng.choices(words, k=12)) + " .") for _ in range(6)] for _ in range(4)]
+    examples = pretraining.make_sop_examples(documents, 64, random.Random(0))
+    batcher = pretraining.PretrainingBatcher(tok, 64, mask_prob)
+    ids, _, attention_mask, _, _, weights, _ = batcher(examples, np.random.default_rng(0))
+    predicted = weights.reshape(len(examples), -1).sum(1)
+    lengths = attention_mask.sum(1)
+    assert batcher.max_predictions == round(64 * mask_prob)
+    # round(share x length) pieces each, whole words permitting (a word never straddles the budget)
+    assert np.all(predicted <= np.round(lengths * mask_prob))
+    assert abs(predicted.sum() / lengths.sum() - mask_prob) < 0.03
+
+
+def test_mask_prob_is_a_pretraining_flag_in_0_1(tmp_path, capsys):
+    text = corpus(tmp_path / "c.txt")
+    for bad, why in [("0", "must be a number in (0.0, 1.0)"), ("1", "must be a number in (0.0, 1.0)"),
+                     ("1.5", "must be a number in (0.0, 1.0)"), ("nan", "'nan' is not a finite number")]:
+        with pytest.raises(SystemExit):
+            train.parse_args(["--task", "mlm", "--text", text, "--output", "o", "--mask-prob", bad])
+        assert f"--mask-prob: {why}" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        train.parse_args(["--train", text, "--task", "sst2", "--output", "o", "--mask-prob", "0.4"])
+    assert "--mask-prob is for pre-training" in capsys.readouterr().err
+
+
+def test_heldout_masks_stay_at_15_percent_whatever_mask_prob(tmp_path, monkeypatch):
+    """Held-out MLM accuracy compares across runs only if the held-out masks are the same."""
+    seen = {}
+    real_heldout = pretraining.HeldOut
+
+    def recording_heldout(documents_ids, batcher, *rest):
+        seen["heldout"] = batcher.mask_prob
+        return real_heldout(documents_ids, batcher, *rest)
+
+    real_batcher_call = pretraining.PretrainingBatcher.__call__
+
+    def recording_call(self, examples, rng):
+        seen.setdefault("shares", set()).add(self.mask_prob)
+        return real_batcher_call(self, examples, rng)
+
+    monkeypatch.setattr(pretraining, "HeldOut", recording_heldout)
+    monkeypatch.setattr(pretraining.PretrainingBatcher, "__call__", recording_call)
+    train.main(["--task", "mlm", "--text", corpus(tmp_path / "c.txt"), "--output", str(tmp_path / "pre"),
+                "--max-steps", "1", "--mask-prob", "0.4", *tiny()])
+    assert seen["heldout"] == 0.15 and seen["shares"] == {0.15, 0.4}
+
+
 def corpus(path, n_docs=40, seed=0):
     rng = random.Random(seed)
     words = "the movie film plot was really quite a story acting good bad great dull".split()
