@@ -288,7 +288,7 @@ def run_pretraining(args, workdir, parallel):
                 yield pretraining.shard_batch(batch, rows) if parallel.size > 1 else batch
 
     def evaluate():
-        metrics = heldout.evaluate(model, progress=not args.quiet)
+        metrics = heldout.evaluate(model, progress=not args.quiet, parallel=parallel)   # each worker a share
         return metrics["heldout_mlm_accuracy"], metrics
 
     steps = parallel.steps(len(epoch_examples(0)), args.batch_size)   # later epochs differ by a few cuts

@@ -59,6 +59,10 @@ class SingleProcess:
         """True if ``flag`` is true on any worker: one decision (e.g. out of time) for all."""
         return bool(flag)
 
+    def sum(self, counts):
+        """Element-wise sum of ``counts`` (integers below 2**24) over the workers, e.g. held-out hits per worker."""
+        return np.asarray(counts)
+
     def barrier(self):
         pass
 
@@ -94,14 +98,14 @@ class DataParallel(SingleProcess):
         from mindspore import nn
         return nn.DistributedGradReducer(parameters, mean=True, degree=self.size)
 
-    def _sum(self, values):
+    def sum(self, counts):
         """Sum over the workers (MindSpore's CPU AllReduce only sums), float32: exact for integers < 2**24."""
         import mindspore as ms
         from mindspore import ops
-        return ops.AllReduce()(ms.Tensor(np.asarray(values, np.float32))).asnumpy()
+        return ops.AllReduce()(ms.Tensor(np.asarray(counts, np.float32))).asnumpy()
 
     def any(self, flag):
-        return bool(self._sum([float(bool(flag))])[0] > 0)
+        return bool(self.sum([float(bool(flag))])[0] > 0)
 
     def barrier(self):
         self.any(False)
@@ -110,7 +114,7 @@ class DataParallel(SingleProcess):
         """Stop with ParallelError, on every worker, unless ``data`` (e.g. the tokenizer file) is the same on all."""
         crc = zlib.crc32(data)
         halves = np.array([crc >> 16, crc & 0xFFFF], np.float32)   # sums of 16-bit halves stay exact in float32
-        differs = not np.array_equal(self._sum(halves), halves * self.size)   # equal to n x mine only if all equal
+        differs = not np.array_equal(self.sum(halves), halves * self.size)   # equal to n x mine only if all equal
         if self.any(differs):
             raise ParallelError(f"the data-parallel workers have different {what}; "
                                 "give them the same files, seed and flags")

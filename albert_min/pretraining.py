@@ -1,7 +1,7 @@
 """Pre-training on raw text: the objectives of the ALBERT paper and their held-out scores.
 
 - n-gram masking as Google's ``create_pretraining_data.py``: whole-word spans
-  of n <= 3 words with p(n) proportional to 1/n, 15% of the sequence, each
+  of n <= 3 words with p(n) proportional to 1/n, 15% of the sequence (``mask_prob``), each
   chosen piece 80% [MASK] / 10% a random piece / 10% unchanged;
 - a sentence objective on two segments A and B: ``sop`` (ALBERT: consecutive
   segments, swapped with p = 0.5), ``nsp`` (BERT: B replaced with p = 0.5 by
@@ -20,10 +20,12 @@ import mindspore as ms
 from mindspore import ops
 
 from .data import make_sop_examples, sop_batch
+from .parallel import SingleProcess
 
 TASKS = ("sop", "nsp", "mlm")
 MAX_NGRAM = 3
 MASK_PROB = 0.15
+SCORES = ("mlm", "sop", "nsp")   # the held-out accuracies, every model on both sentence tasks
 
 
 # ------------------------------------------------------------ held-out split
@@ -215,13 +217,14 @@ class HeldOut:
     def _batches(self, examples, rng):
         return [self.batcher(examples[i:i + self.batch_size], rng) for i in range(0, len(examples), self.batch_size)]
 
-    def evaluate(self, model, progress=True):
-        """{"heldout_mlm_accuracy", "heldout_sop_accuracy", "heldout_nsp_accuracy"} (MLM over both sets)."""
+    def counts(self, model, rank=0, size=1, progress=True):
+        """``[[right], [total]]`` for each of ``SCORES`` over every ``size``-th held-out batch from
+        ``rank`` (MLM over both sets): data-parallel workers each score a share, and the sums are the whole's."""
         from tqdm import tqdm
         model.set_train(False)
-        right = {"mlm": 0, "sop": 0, "nsp": 0}
-        total = {"mlm": 0, "sop": 0, "nsp": 0}
-        jobs = [(name, batch) for name, batches in self.batches.items() for batch in batches]
+        right = dict.fromkeys(SCORES, 0)
+        total = dict.fromkeys(SCORES, 0)
+        jobs = [(name, batch) for name, batches in self.batches.items() for batch in batches][rank::size]
         for name, (ids, tt, am, flat_pos, mlm_ids, weights, labels) in tqdm(
                 jobs, desc="held-out", unit="batch", disable=not progress, leave=False):
             sequence_output, pooled = model.albert(ms.Tensor(ids), ms.Tensor(tt), ms.Tensor(am))
@@ -231,4 +234,11 @@ class HeldOut:
             total["mlm"] += int(used.sum())
             right[name] += int((model.sop_classifier(pooled).asnumpy().argmax(-1) == labels).sum())
             total[name] += len(labels)
-        return {f"heldout_{k}_accuracy": right[k] / max(1, total[k]) for k in right}
+        return np.array([[right[k] for k in SCORES], [total[k] for k in SCORES]])
+
+    def evaluate(self, model, progress=True, parallel=None):
+        """{"heldout_mlm_accuracy", "heldout_sop_accuracy", "heldout_nsp_accuracy"}. With ``parallel``
+        (albert_min.parallel), each worker scores its share of the batches and the counts are summed."""
+        parallel = parallel or SingleProcess()
+        right, total = parallel.sum(self.counts(model, parallel.rank, parallel.size, progress))
+        return {f"heldout_{k}_accuracy": float(r) / max(1, float(t)) for k, r, t in zip(SCORES, right, total)}

@@ -159,9 +159,11 @@ class Trainer:
         """
         seconds = time.perf_counter() - start
         self.model.set_train(False)
+        evaluating = time.perf_counter()
         score, metrics = evaluate()
         record = {"epoch": round(epoch, 2), "step": self.state["step"], "max_length": self.args.max_length,
-                  "train_loss": float(np.mean(losses)), "steps_per_s": steps_run / seconds, **metrics}
+                  "train_loss": float(np.mean(losses)), "steps_per_s": steps_run / seconds,
+                  "eval_s": round(time.perf_counter() - evaluating, 3), **metrics}
         self.state["history"].append(record)
         print(json.dumps(record), flush=True)
         if self.state["best"] is None or score >= self.state["best"]:

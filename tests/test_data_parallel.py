@@ -3,6 +3,7 @@
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -85,6 +86,33 @@ def test_pretraining_shard_keeps_each_examples_masked_positions():
         np.testing.assert_array_equal(part[0].reshape(-1)[part[3]], batch[0].reshape(-1)[batch[3]][rows.start * P:rows.stop * P])
         np.testing.assert_array_equal(part[4], batch[4][rows.start * P:rows.stop * P])
         np.testing.assert_array_equal(part[6], batch[6][rows])
+
+
+def test_heldout_shares_of_the_workers_add_up_to_the_whole_evaluation():
+    """Each worker scores every size-th held-out batch; the summed counts are the single-process numbers."""
+    from tokenizer import AlbertTokenizer
+    from albert_min.config import AlbertConfig
+    from albert_min.modeling import AlbertForPreTraining
+    tok = AlbertTokenizer(os.path.join(ROOT, "weights", "pretrained-small", "spiece.model"))
+    words = "the film was a quiet story about love loss and a long summer in new york".split()
+    rng = np.random.default_rng(0)
+    documents = [[tok.encode_ids(" ".join(rng.choice(words, 10)) + " .") for _ in range(6)] for _ in range(6)]
+    heldout = pretraining.HeldOut(documents, pretraining.PretrainingBatcher(tok, 32), 32, 4, seed=0)
+    model = AlbertForPreTraining(AlbertConfig(vocab_size=tok.vocab_size, embedding_size=8, hidden_size=16,
+                                              num_hidden_layers=1, num_attention_heads=2, intermediate_size=16))
+    whole = heldout.counts(model, progress=False)
+    shares = [heldout.counts(model, rank, 3, progress=False) for rank in range(3)]
+    assert all(share[1].sum() > 0 for share in shares) and sum(len(b) for b in heldout.batches.values()) >= 6
+    np.testing.assert_array_equal(sum(shares), whole)
+
+    class Rank1Of3:   # as worker 1 of 3 sees it: its own share, and the AllReduce's sum of all three
+        rank, size = 1, 3
+
+        def sum(self, counts):
+            np.testing.assert_array_equal(counts, shares[1])
+            return sum(shares)
+
+    assert heldout.evaluate(model, progress=False, parallel=Rank1Of3()) == heldout.evaluate(model, progress=False)
 
 
 # ------------------------------------------------------------- real msrun jobs
@@ -202,3 +230,22 @@ def test_pretraining_stops_together_on_max_minutes_and_resumes(tmp_path, process
     assert "resumed from" in log and "done: best score" in log
     with open(tmp_path / "pre.state" / "state.json") as f:
         assert json.load(f)["epoch"] == 1
+
+
+@pytest.mark.slow
+def test_two_workers_report_the_single_process_heldout_scores(tmp_path, processes):
+    """Each worker scores half the held-out batches and AllReduce sums the counts. At lr 1e-9 both
+    runs keep their (equal) initial weights to float precision, so the scores must agree exactly."""
+    text = corpus(tmp_path / "c.txt", n_docs=200)   # 10 held-out documents: several batches per worker
+    args = ["--task", "sop", "--text", text, "--max-steps", "1", "--lr", "1e-9", *tiny()]
+    single = subprocess.run([sys.executable, "train.py", *args, "--output", str(tmp_path / "single")], cwd=ROOT,
+                            env=without_msrun_env(), capture_output=True, text=True, timeout=240)
+    assert single.returncode == 0, single.stderr[-2000:]
+    processes.append(start_msrun(args + ["--output", str(tmp_path / "dp")], tmp_path / "logs"))
+    finish(processes[-1], tmp_path / "logs")
+    one, two = history(tmp_path / "single.state")[-1], history(tmp_path / "dp.state")[-1]
+    scores = ["heldout_mlm_accuracy", "heldout_sop_accuracy", "heldout_nsp_accuracy"]
+    pairs = re.search(r"\((\d+) SOP \+ \d+ NSP pairs\)", single.stdout)
+    assert int(pairs.group(1)) >= 32   # batches of 8: at least 2 SOP batches per worker
+    # One worker's half alone would give other fractions (SOP: of half the pairs; MLM: of half the pieces).
+    assert [two[k] for k in scores] == [one[k] for k in scores] and 0 < one["heldout_sop_accuracy"] < 1
