@@ -233,7 +233,8 @@ def test_committed_models_score_on_sst2_dev_what_training_recorded(folder, floor
 @pytest.mark.slow
 @pytest.mark.skipif(not os.path.isfile(SST2_DEV), reason="needs ../shared/data/sst2")
 def test_training_from_scratch_on_sst2_reaches_80_percent(tmp_path):
-    """The README's training run, end to end (about 30-40 min on 2 cores)."""
+    """The README's training run (its flags: --dropout 0.2 --eval-every 300), end to end (about 15 min on
+    2 cores). The defaults alone (dropout 0.1, dev scored at epoch ends only) give 79.59."""
     state = train.main(["--train", os.path.join(SST2_DIR, "train.tsv"), "--dev", SST2_DEV,
-                        "--output", str(tmp_path / "sst2"), "--quiet"])
+                        "--output", str(tmp_path / "sst2"), "--dropout", "0.2", "--eval-every", "300", "--quiet"])
     assert state["best"] >= 0.80
