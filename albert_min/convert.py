@@ -28,6 +28,7 @@ from .config import AlbertConfig, ConfigError, read_json_object
 from .errors import AlbertMinError
 from .formats import (ConversionError, find_weights, read_pytorch_bin, read_safetensors,  # noqa: F401
                       read_tf_checkpoint, read_weights)
+from .formats.common import brief
 
 
 # =============================================================== name mapping
@@ -132,7 +133,7 @@ def map_names(arrays, fmt):
                 dropped.append(name)
                 continue
         if ours in mapped:
-            raise ConversionError(f"both {source[ours]} and {name} map to {ours}")
+            raise ConversionError(f"both {brief(source[ours])} and {brief(name)} map to {ours}")
         mapped[ours], source[ours] = array, name
     if fmt != "tf":
         if "predictions.bias" not in mapped and "predictions.decoder.bias" in arrays:   # older HF files
@@ -255,10 +256,11 @@ def check_google_groups(mapped, config, weights_path):
                               "such a model cannot be built with num_hidden_groups groups")
 
 
-def _listing(names, limit=8):
+def _listing(names, limit=8, show=brief):
+    """The first ``limit`` names, each shortened (names come from the file), and how many more."""
     names = list(names)
     more = f" ... and {len(names) - limit} more" if len(names) > limit else ""
-    return ", ".join(names[:limit]) + more
+    return ", ".join(map(show, names[:limit])) + more
 
 
 def check_tensors(mapped, source, unknown, expected, allow_missing_heads, weights_path):
@@ -270,11 +272,11 @@ def check_tensors(mapped, source, unknown, expected, allow_missing_heads, weight
     unknown = unknown + [source[n] for n in mapped if n not in expected]
     if unknown:
         problems.append(f"tensors with no place in the model: {_listing(unknown)}")
-    mismatched = [f"{n}{'' if source[n] == n else f' ({source[n]})'}: checkpoint {tuple(mapped[n].shape)} "
+    mismatched = [f"{n}{'' if source[n] == n else f' ({brief(source[n])})'}: checkpoint {tuple(mapped[n].shape)} "
                   f"vs config {shape}"
                   for n, shape in expected.items() if n in mapped and tuple(mapped[n].shape) != shape]
     if mismatched:
-        problems.append(f"shape mismatch (does the config fit these weights?): {_listing(mismatched, 4)}")
+        problems.append(f"shape mismatch (does the config fit these weights?): {_listing(mismatched, 4, str)}")
     missing = [n for n in expected if n not in mapped]
     optional = [n for n in missing if n.startswith(OPTIONAL_HEADS)]
     if allow_missing_heads:
