@@ -345,7 +345,8 @@ def convert(src, dst, config_path=None, allow_missing_heads=False, force=False) 
     check_tensors(mapped, source, unknown, expected_shapes(config, classes, has_pooler),
                   allow_missing_heads, weights_path)
 
-    from .checkpoint import CHECKPOINT_FILE, CONFIG_FILE, SPIECE_FILE, atomic_directory, write_checkpoint
+    from .checkpoint import CHECKPOINT_FILE, CONFIG_FILE, SPIECE_FILE, write_checkpoint
+    from .safe_output import atomic_directory
     # One tensor at a time (TF kernels are transposed views): never two copies of the model.
     arrays = {n: np.ascontiguousarray(mapped.pop(n), dtype=np.float32) for n in list(mapped)}
     spiece = [os.path.join(os.path.dirname(os.path.abspath(weights_path)), n) for n in SPIECE_NAMES]
