@@ -318,9 +318,9 @@ def input_paths(args):
 
 def check_outputs(args, writes=True):
     """Before any long work: the model and state folders can be written and replace
-    nothing albert_min did not write (see ``albert_min.checkpoint.check_replaceable``).
+    nothing albert_min did not write (see ``albert_min.safe_output.check_replaceable``).
     ``writes=False``: the same checks for a data-parallel worker that never writes."""
-    from albert_min.checkpoint import check_replaceable, recover_directory
+    from albert_min.safe_output import check_replaceable, recover_directory
     state = state_dir(args)
     if args.resume and writes:
         for folder in (args.output, state):

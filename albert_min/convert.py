@@ -388,7 +388,8 @@ def convert(src, dst, config_path=None, allow_missing_heads=False, force=False, 
     if spiece:
         check_tokenizer(spiece, config)
 
-    from .checkpoint import CHECKPOINT_FILE, CONFIG_FILE, SPIECE_FILE, atomic_directory, write_checkpoint
+    from .checkpoint import CHECKPOINT_FILE, CONFIG_FILE, SPIECE_FILE, write_checkpoint
+    from .safe_output import atomic_directory
     # One tensor at a time (TF kernels are transposed views): never two copies of the model.
     arrays = {n: np.ascontiguousarray(mapped.pop(n), dtype=np.float32) for n in list(mapped)}
     source_dir = os.path.dirname(os.path.abspath(weights_path))

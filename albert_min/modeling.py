@@ -26,6 +26,7 @@ import mindspore as ms
 from mindspore import nn, ops, Parameter
 from mindspore.common.initializer import initializer, TruncatedNormal
 
+from .checkpoint import BACKBONE_PREFIX, load_model_dir
 from .config import AlbertConfig, load_config
 
 
@@ -288,7 +289,6 @@ class PreTrainedMixin:
     @classmethod
     def from_pretrained(cls, model_dir, config: AlbertConfig = None, allow_missing=()):
         """``allow_missing``: name prefixes that may be absent, e.g. ``("classifier.",)``."""
-        from .checkpoint import load_model_dir   # local import: checkpoint imports this module
         if not os.path.isdir(model_dir):
             raise FileNotFoundError(f"model directory not found: {model_dir}")
         model = cls(config or load_config(model_dir))
@@ -307,6 +307,8 @@ class AlbertModel(PreTrainedMixin, nn.Cell):
     backbone ``with_pooler=False``, as the reference does, so their checkpoints
     need no pooler; the pooled output is then None.
     """
+
+    checkpoint_prefix = BACKBONE_PREFIX   # its parameters are ``albert.*`` in a model folder, as inside the heads
 
     def __init__(self, config: AlbertConfig, with_pooler=True):
         super().__init__()

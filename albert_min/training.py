@@ -11,8 +11,8 @@ import numpy as np
 import mindspore as ms
 from mindspore import nn, ops
 
-from .checkpoint import (STATE_KIND, CheckpointError, atomic_directory, load_arrays, model_arrays, read_checkpoint,
-                         recover_directory, write_checkpoint)
+from .checkpoint import CheckpointError, load_arrays, model_arrays, read_checkpoint, write_checkpoint
+from .safe_output import STATE_KIND, atomic_directory, recover_directory
 
 STATE_FILE = "state.json"
 WEIGHTS_FILE = "model.ckpt"

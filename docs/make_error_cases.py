@@ -28,7 +28,8 @@ from checkpoint_writers import torch_pickle, write_raw_safetensors, write_safete
 from test_safety import KILL_BETWEEN_RENAMES  # noqa: E402
 from test_scripts import TINY_MODEL  # noqa: E402
 from albert_min import convert as cv, formats  # noqa: E402
-from albert_min.checkpoint import MANIFEST_FILE, read_checkpoint, write_checkpoint  # noqa: E402
+from albert_min.checkpoint import read_checkpoint, write_checkpoint  # noqa: E402
+from albert_min.safe_output import MANIFEST_FILE  # noqa: E402
 
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")
 PRE = os.path.join(FIXTURES, "tiny_pretraining")                  # a converter source folder

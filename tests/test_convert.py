@@ -19,6 +19,7 @@ import mindspore as ms
 
 from albert_min import convert as cv
 from albert_min.checkpoint import CheckpointError
+from albert_min.safe_output import OutputError
 from albert_min.formats import tf_bundle
 from albert_min.config import ConfigError
 from albert_min.modeling import AlbertForPreTraining, AlbertForSequenceClassification
@@ -298,7 +299,7 @@ def test_existing_dst_needs_force(tmp_path):
         cv.convert(CLS, str(dst))
     assert (dst / "keep.txt").exists()
     # --force replaces only a folder albert_min wrote: not one holding the user's files.
-    with pytest.raises(CheckpointError, match="did not write|not a folder written by albert_min"):
+    with pytest.raises(OutputError, match="did not write|not a folder written by albert_min"):
         cv.convert(CLS, str(dst), force=True)
     assert (dst / "keep.txt").read_text() == "old"
     (dst / "keep.txt").unlink()

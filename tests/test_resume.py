@@ -12,7 +12,8 @@ import numpy as np
 from conftest import ROOT
 from test_scripts import TINY_MODEL, sentiment_tsv
 
-from albert_min.checkpoint import read_checkpoint, read_manifest
+from albert_min.checkpoint import read_checkpoint
+from albert_min.safe_output import read_manifest
 
 
 def start(args, output, stdout=subprocess.PIPE, stderr=subprocess.PIPE):

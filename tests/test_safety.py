@@ -16,9 +16,9 @@ from test_scripts import TINY_MODEL, sentiment_tsv
 import evaluate  # noqa: E402
 import train  # noqa: E402
 from albert_min import convert as cv
-from albert_min.checkpoint import (MANIFEST_FILE, CheckpointError, atomic_directory, check_replaceable,
-                                   read_checkpoint, read_manifest, recover_directory, save_model_dir,
-                                   write_checkpoint)
+from albert_min.checkpoint import CheckpointError, read_checkpoint, save_model_dir, write_checkpoint
+from albert_min.safe_output import (MANIFEST_FILE, OutputError, atomic_directory, check_replaceable, read_manifest,
+                                    recover_directory)
 from albert_min.config import AlbertConfig, ConfigError, load_config
 from albert_min.data import DataError, read_documents, read_tsv
 from albert_min.modeling import AlbertForSequenceClassification
@@ -75,16 +75,16 @@ def test_force_replaces_only_what_albert_min_wrote(tmp_path):
     (tmp_path / "m" / "notes.txt").write_text("mine")
     os.makedirs(tmp_path / "m" / "sub")
     (tmp_path / "m" / "sub" / "important.csv").write_text("1,2")
-    with pytest.raises(CheckpointError, match=r"did not write \(notes.txt, sub/important.csv\)"):
+    with pytest.raises(OutputError, match=r"did not write \(notes.txt, sub/important.csv\)"):
         save_model_dir(model, target, overwrite=True)
     assert (tmp_path / "m" / "notes.txt").read_text() == "mine"
     user = tmp_path / "user"
     user.mkdir()
     (user / "data.tsv").write_text("x")
-    with pytest.raises(CheckpointError, match=f"{user}: not a folder written by albert_min"):
+    with pytest.raises(OutputError, match=f"{user}: not a folder written by albert_min"):
         save_model_dir(model, str(user), overwrite=True)
     (tmp_path / "file").write_text("x")
-    with pytest.raises(CheckpointError, match="exists and is not a folder"):
+    with pytest.raises(OutputError, match="exists and is not a folder"):
         save_model_dir(model, str(tmp_path / "file"), overwrite=True)
     assert (user / "data.tsv").exists() and (tmp_path / "file").read_text() == "x"
 
@@ -94,9 +94,9 @@ def test_current_directory_and_its_parents_are_refused(tmp_path, monkeypatch):
     work.mkdir(parents=True)
     monkeypatch.chdir(work)
     for target in (".", str(work), str(tmp_path / "project"), "..", "/"):
-        with pytest.raises(CheckpointError, match="the current directory"):
+        with pytest.raises(OutputError, match="the current directory"):
             check_replaceable(target, overwrite=True)
-    with pytest.raises(CheckpointError, match="is or contains"):
+    with pytest.raises(OutputError, match="is or contains"):
         check_replaceable(str(tmp_path), overwrite=True, protect=[str(work / "train.tsv")])
 
 
@@ -118,7 +118,7 @@ def test_converter_force_into_a_parent_of_the_source_is_refused(tmp_path):
     shutil.copytree(os.path.join(FIXTURES, "tiny_pretraining"), src)
     before = sorted(os.listdir(src))
     for dst in (tmp_path / "models", tmp_path, src):
-        with pytest.raises(cv.ConversionError if dst == src else CheckpointError, match="source|contains"):
+        with pytest.raises(cv.ConversionError if dst == src else OutputError, match="source|contains"):
             cv.convert(str(src), str(dst), force=True)
     assert sorted(os.listdir(src)) == before
 
@@ -142,8 +142,8 @@ def test_leftovers_of_a_killed_save_are_cleaned_and_foreign_ones_kept(tmp_path):
 KILL_BETWEEN_RENAMES = """
 import os, sys
 sys.path.insert(0, {root!r})
-from albert_min import checkpoint
-with checkpoint.atomic_directory({target!r}) as tmp:
+from albert_min import safe_output
+with safe_output.atomic_directory({target!r}) as tmp:
     open(os.path.join(tmp, "v"), "w").write("1")
 real_rename = os.rename
 def rename(src, dst):
@@ -151,7 +151,7 @@ def rename(src, dst):
     if ".old-" in dst:
         os._exit(9)    # killed after NAME -> .NAME.old-*, before .NAME.tmp-* -> NAME
 os.rename = rename
-with checkpoint.atomic_directory({target!r}, overwrite=True) as tmp:
+with safe_output.atomic_directory({target!r}, overwrite=True) as tmp:
     open(os.path.join(tmp, "v"), "w").write("2")
 """
 
