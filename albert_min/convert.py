@@ -1,6 +1,10 @@
-"""Convert public ALBERT checkpoints into a model folder (config.json + model.ckpt).
+"""Convert public ALBERT checkpoints into a model folder (config.json + model.ckpt), or back.
 
     python -m albert_min.convert SRC DST [--config PATH] [--tokenizer spiece.model] [--allow-missing-heads] [--force]
+    python -m albert_min.convert --to hf weights/DIR DST [--classifier-class NAME] [--force]
+
+``--to hf`` writes an albert_min model folder in Hugging Face's layout
+(``albert_min.hf_export``); the rest of this module reads the other way.
 
 The files are read by ``albert_min.formats`` (one module per format, numpy only):
 PyTorch ``pytorch_model.bin``, ``model.safetensors``, Hugging Face's sharded
@@ -17,7 +21,6 @@ The readers need only numpy; mindspore is imported when models are built and sav
 
 import argparse
 import dataclasses
-import errno
 import os
 import re
 import shutil
@@ -26,7 +29,7 @@ import sys
 import numpy as np
 
 from .config import AlbertConfig, ConfigError, read_json_object
-from .errors import AlbertMinError
+from .errors import AlbertMinError, OutputExistsError
 from .formats import (ConversionError, find_weights, read_pytorch_bin, read_safetensors,  # noqa: F401
                       read_tf_checkpoint, read_weights)
 from .formats.common import brief
@@ -310,17 +313,6 @@ def _with_num_labels(config, labels_given, mapped, config_path):
     return dataclasses.replace(config, num_labels=rows)
 
 
-class OutputExistsError(FileExistsError):
-    """``dst`` exists and replacing it was not asked for. ``filename`` is the path;
-    the message names this API's keyword, and a script words its own flag."""
-
-    def __init__(self, path):
-        super().__init__(errno.EEXIST, "already exists", path)
-
-    def __str__(self):
-        return f"{self.filename} already exists (pass force=True to replace it)"
-
-
 def find_tokenizer(weights_path, tokenizer):
     """The SentencePiece model to copy: ``tokenizer`` if given, else one next to the weights, else None."""
     if tokenizer:
@@ -449,11 +441,27 @@ def main(argv=None):
     parser.add_argument("--tokenizer", metavar="SPIECE_MODEL",
                         help="SentencePiece model to copy into DST as spiece.model (default: spiece.model or "
                              "30k-clean.model next to SRC; Google's TF releases keep it apart, as 30k-clean.model)")
+    parser.add_argument("--to", choices=("albert_min", "hf"), default="albert_min",
+                        help="albert_min: convert a public checkpoint SRC into a model folder; hf: write the "
+                             "model folder SRC in Hugging Face's layout, for transformers")
+    parser.add_argument("--classifier-class", choices=CLASSIFIER_CLASSES,
+                        help="with --to hf: the transformers class of a classifier.* head (its tensors look the "
+                             "same for all three; default AlbertForSequenceClassification)")
     parser.add_argument("--force", action="store_true", help="replace DST if it exists")
     args = parser.parse_args(argv)
+    import_only = [f for f, v in (("--config", args.config), ("--tokenizer", args.tokenizer),
+                                  ("--allow-missing-heads", args.allow_missing_heads)) if v]
+    if args.to == "hf" and import_only:
+        parser.error(f"{', '.join(import_only)}: only when reading a public checkpoint, not with --to hf")
+    if args.to != "hf" and args.classifier_class:
+        parser.error("--classifier-class: only with --to hf")
     import mindspore as ms
     ms.set_device("CPU")
     try:
+        if args.to == "hf":
+            from .hf_export import export_hf, summary as export_summary
+            print(export_summary(export_hf(args.src, args.dst, args.force, args.classifier_class)))
+            return 0
         report = convert(args.src, args.dst, args.config, args.allow_missing_heads, args.force, args.tokenizer)
     except OutputExistsError as err:
         print(f"error: {err.filename} already exists (pass --force to replace it)", file=sys.stderr)

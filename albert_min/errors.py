@@ -9,3 +9,16 @@ traceback. Each module subclasses it, so a reader sees which stage failed.
 
 class AlbertMinError(ValueError):
     """Bad input: a file, value or flag albert_min cannot use. The message names it."""
+
+
+class OutputExistsError(FileExistsError):
+    """An output that exists, and replacing it was not asked for. ``filename`` is the path.
+
+    The message names the Python keyword (``force=True``); a script catches this
+    class and words its own flag (``--force``), so neither reads the other's."""
+
+    def __init__(self, path):
+        super().__init__(17, "already exists", path)     # errno.EEXIST
+
+    def __str__(self):
+        return f"{self.filename} already exists (pass force=True to replace it)"

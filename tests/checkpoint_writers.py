@@ -4,6 +4,7 @@ Used by the regression/fuzz tests (crafted files) and by
 benchmarks/convert_full_size.py (full-size files). No torch or TF needed.
 """
 
+import hashlib
 import json
 import pickle
 import pickletools
@@ -167,3 +168,13 @@ def opcode(name, length=0, payload=b""):
 def pickle_ops(pickled):
     """Positions where each opcode of ``pickled`` starts (to splice hostile ones in between)."""
     return [pos for _, _, pos in pickletools.genops(pickled)]
+
+
+# ==================================================================== digests
+def tensors_digest(arrays):
+    """sha256 over every tensor's name, dtype, shape and bytes, in name order."""
+    digest = hashlib.sha256()
+    for name in sorted(arrays):
+        a = np.ascontiguousarray(arrays[name])
+        digest.update(f"{name}|{a.dtype.str}|{a.shape}|".encode() + a.tobytes())
+    return digest.hexdigest()
