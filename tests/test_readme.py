@@ -167,6 +167,17 @@ def test_readme_has_commands_of_every_kind():
         assert any(f":{wanted} " in i for i in readme), f"no `{wanted}` command found in the README"
 
 
+def test_readme_examples_write_under_runs_or_weights():
+    """Outputs go to runs/ (ignored by git) or weights/, never the repository root."""
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        blocks = [code for language, code, _ in code_blocks(f.read()) if language in ("bash", "sh", "shell")]
+    for words in (w for code in blocks for w in shell_commands(code)):
+        outputs = [b for a, b in zip(words, words[1:]) if a in ("--output", "--log_dir", ">")]
+        outputs += [w for w in words if w.endswith(".mindir")]
+        for path in outputs:
+            assert path.startswith(("runs/", "weights/")), f"{' '.join(words)}: writes {path} outside runs/ and weights/"
+
+
 def test_the_ci_command_is_the_readme_test_command():
     with open(os.path.join(ROOT, ".ci", "run"), encoding="utf-8") as f:
         ci_command = f.read().strip().splitlines()[-1]
