@@ -123,6 +123,8 @@ def evaluate(args):
     from albert_min import glue
     if not os.path.isdir(args.model):
         raise FileNotFoundError(f"model folder not found: {args.model}")
+    from albert_min.checkpoint import tokenizer_file
+    tokenizer_file(args.model)                   # before any work: a converted TF checkpoint has none
     if args.output:
         check_output_file(args.output)
     task = glue.get_task(args.task or glue.infer_task(args.data))

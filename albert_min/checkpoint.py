@@ -144,3 +144,14 @@ def training_max_length(model_dir, default=128):
     if not isinstance(value, int) or isinstance(value, bool) or value < 3:
         raise CheckpointError(f"{path}: max_length must be an integer >= 3, got {value!r}")
     return value
+
+
+def tokenizer_file(model_dir, error=CheckpointError):
+    """The folder's ``spiece.model``; when it has none (a converted TF checkpoint), an
+    ``error`` (the caller's error class) naming the file and how to add it."""
+    path = os.path.join(model_dir, SPIECE_FILE)
+    if not os.path.isfile(path):
+        raise error(f"{path}: not found; this model folder has no tokenizer (a converted TF checkpoint has "
+                    f"none). Add it: python -m albert_min.convert SRC {model_dir} --tokenizer spiece.model --force, "
+                    f"or copy the checkpoint's spiece.model (30k-clean.model in Google's releases) into {model_dir}")
+    return path

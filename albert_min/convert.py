@@ -1,6 +1,6 @@
 """Convert public ALBERT checkpoints into a model folder (config.json + model.ckpt).
 
-    python -m albert_min.convert SRC DST [--config PATH] [--allow-missing-heads] [--force]
+    python -m albert_min.convert SRC DST [--config PATH] [--tokenizer spiece.model] [--allow-missing-heads] [--force]
 
 The files are read by ``albert_min.formats`` (one module per format, numpy only):
 PyTorch ``pytorch_model.bin``, ``model.safetensors``, Hugging Face's sharded
@@ -17,6 +17,7 @@ The readers need only numpy; mindspore is imported when models are built and sav
 
 import argparse
 import dataclasses
+import errno
 import os
 import re
 import shutil
@@ -28,6 +29,7 @@ from .config import AlbertConfig, ConfigError, read_json_object
 from .errors import AlbertMinError
 from .formats import (ConversionError, find_weights, read_pytorch_bin, read_safetensors,  # noqa: F401
                       read_tf_checkpoint, read_weights)
+from .formats.common import brief
 
 
 # =============================================================== name mapping
@@ -132,7 +134,7 @@ def map_names(arrays, fmt):
                 dropped.append(name)
                 continue
         if ours in mapped:
-            raise ConversionError(f"both {source[ours]} and {name} map to {ours}")
+            raise ConversionError(f"both {brief(source[ours])} and {brief(name)} map to {ours}")
         mapped[ours], source[ours] = array, name
     if fmt != "tf":
         if "predictions.bias" not in mapped and "predictions.decoder.bias" in arrays:   # older HF files
@@ -192,6 +194,8 @@ PROJECTION = "albert.encoder.embedding_hidden_mapping_in."
 # `classifier.*` is the same tensor pair for three HF classes; config.json's "architectures" says which.
 CLASSIFIER_CLASSES = ("AlbertForSequenceClassification", "AlbertForTokenClassification", "AlbertForMultipleChoice")
 SPIECE_NAMES = ("spiece.model", "30k-clean.model")
+
+
 def classifier_class(architectures):
     """Which class a ``classifier.*`` head belongs to: config.json's "architectures", else sequence classification."""
     return next((a for a in architectures if a in CLASSIFIER_CLASSES), "AlbertForSequenceClassification")
@@ -255,10 +259,11 @@ def check_google_groups(mapped, config, weights_path):
                               "such a model cannot be built with num_hidden_groups groups")
 
 
-def _listing(names, limit=8):
+def _listing(names, limit=8, show=brief):
+    """The first ``limit`` names, each shortened (names come from the file), and how many more."""
     names = list(names)
     more = f" ... and {len(names) - limit} more" if len(names) > limit else ""
-    return ", ".join(names[:limit]) + more
+    return ", ".join(map(show, names[:limit])) + more
 
 
 def check_tensors(mapped, source, unknown, expected, allow_missing_heads, weights_path):
@@ -270,11 +275,11 @@ def check_tensors(mapped, source, unknown, expected, allow_missing_heads, weight
     unknown = unknown + [source[n] for n in mapped if n not in expected]
     if unknown:
         problems.append(f"tensors with no place in the model: {_listing(unknown)}")
-    mismatched = [f"{n}{'' if source[n] == n else f' ({source[n]})'}: checkpoint {tuple(mapped[n].shape)} "
+    mismatched = [f"{n}{'' if source[n] == n else f' ({brief(source[n])})'}: checkpoint {tuple(mapped[n].shape)} "
                   f"vs config {shape}"
                   for n, shape in expected.items() if n in mapped and tuple(mapped[n].shape) != shape]
     if mismatched:
-        problems.append(f"shape mismatch (does the config fit these weights?): {_listing(mismatched, 4)}")
+        problems.append(f"shape mismatch (does the config fit these weights?): {_listing(mismatched, 4, str)}")
     missing = [n for n in expected if n not in mapped]
     optional = [n for n in missing if n.startswith(OPTIONAL_HEADS)]
     if allow_missing_heads:
@@ -305,13 +310,48 @@ def _with_num_labels(config, labels_given, mapped, config_path):
     return dataclasses.replace(config, num_labels=rows)
 
 
-def convert(src, dst, config_path=None, allow_missing_heads=False, force=False) -> dict:
+class OutputExistsError(FileExistsError):
+    """``dst`` exists and replacing it was not asked for. ``filename`` is the path;
+    the message names this API's keyword, and a script words its own flag."""
+
+    def __init__(self, path):
+        super().__init__(errno.EEXIST, "already exists", path)
+
+    def __str__(self):
+        return f"{self.filename} already exists (pass force=True to replace it)"
+
+
+def find_tokenizer(weights_path, tokenizer):
+    """The SentencePiece model to copy: ``tokenizer`` if given, else one next to the weights, else None."""
+    if tokenizer:
+        return tokenizer
+    candidates = [os.path.join(os.path.dirname(os.path.abspath(weights_path)), n) for n in SPIECE_NAMES]
+    return next((p for p in candidates if os.path.isfile(p)), None)
+
+
+def check_tokenizer(path, config):
+    """The SentencePiece model must load as an ALBERT tokenizer and its ids fit the embeddings."""
+    from tokenizer import AlbertTokenizer
+    try:
+        pieces = AlbertTokenizer(path).vocab_size
+    except FileNotFoundError:
+        raise ConversionError(f"{path}: tokenizer not found") from None
+    except AlbertMinError as err:
+        raise ConversionError(f"tokenizer {brief(str(err))}") from None
+    if pieces > config.vocab_size:
+        raise ConversionError(f"{path}: {pieces} pieces, more than the model's vocab_size {config.vocab_size}: "
+                              "not this checkpoint's tokenizer")
+
+
+def convert(src, dst, config_path=None, allow_missing_heads=False, force=False, tokenizer=None) -> dict:
     """Convert ``src`` (a checkpoint file, TF prefix or folder) into the model folder ``dst``.
 
+    ``tokenizer``: a SentencePiece model to copy in as ``spiece.model`` (default:
+    ``spiece.model`` / ``30k-clean.model`` next to the weights, if there is one).
     Returns a report: source, format, dst, tensors, dropped, heads, classes, parameters.
     """
     if os.path.exists(dst) and not force:
-        raise FileExistsError(f"{dst} already exists (pass force=True / --force to replace it)")
+        raise OutputExistsError(dst)
     weights_path, fmt = find_weights(src)
     if os.path.abspath(dst) == os.path.dirname(os.path.abspath(weights_path)):
         raise ConversionError(f"{dst}: the output folder must not be the source folder")
@@ -344,13 +384,14 @@ def convert(src, dst, config_path=None, allow_missing_heads=False, force=False) 
     has_pooler = any(n.startswith(POOLER) for n in mapped)
     check_tensors(mapped, source, unknown, expected_shapes(config, classes, has_pooler),
                   allow_missing_heads, weights_path)
+    spiece = find_tokenizer(weights_path, tokenizer)
+    if spiece:
+        check_tokenizer(spiece, config)
 
     from .checkpoint import CHECKPOINT_FILE, CONFIG_FILE, SPIECE_FILE, write_checkpoint
     from .safe_output import atomic_directory
     # One tensor at a time (TF kernels are transposed views): never two copies of the model.
     arrays = {n: np.ascontiguousarray(mapped.pop(n), dtype=np.float32) for n in list(mapped)}
-    spiece = [os.path.join(os.path.dirname(os.path.abspath(weights_path)), n) for n in SPIECE_NAMES]
-    spiece = next((p for p in spiece if os.path.isfile(p)), None)
     source_dir = os.path.dirname(os.path.abspath(weights_path))
     with atomic_directory(dst, overwrite=force, protect=(src, source_dir)) as tmp:
         config.to_json_file(os.path.join(tmp, CONFIG_FILE))
@@ -366,6 +407,10 @@ def convert(src, dst, config_path=None, allow_missing_heads=False, force=False) 
 
 
 # ======================================================================== CLI
+NO_TOKENIZER = ("none (no spiece.model / 30k-clean.model next to the weights): pipeline() and evaluate.py "
+                "need one; add it with --tokenizer spiece.model")
+
+
 def summary(report) -> str:
     c = report["model_config"]
     dropped = report["dropped"]
@@ -387,7 +432,7 @@ def summary(report) -> str:
         *(["  groups:     Google's loop -> group formula (config.json: group_mapping=\"google\")"]
           if c.group_mapping == "google" and c.num_hidden_groups > 1 else []),
         f"  parameters: {report['parameters']:,}",
-        f"  tokenizer:  {report['spiece'] or 'none (no spiece.model / 30k-clean.model next to the weights)'}",
+        f"  tokenizer:  {report['spiece'] or NO_TOKENIZER}",
     ]
     return "\n".join(lines)
 
@@ -401,12 +446,18 @@ def main(argv=None):
     parser.add_argument("--allow-missing-heads", action="store_true",
                         help="accept a partial MLM/SOP head (heads absent altogether need no flag: "
                              "a checkpoint is converted with the heads it has)")
+    parser.add_argument("--tokenizer", metavar="SPIECE_MODEL",
+                        help="SentencePiece model to copy into DST as spiece.model (default: spiece.model or "
+                             "30k-clean.model next to SRC; Google's TF releases keep it apart, as 30k-clean.model)")
     parser.add_argument("--force", action="store_true", help="replace DST if it exists")
     args = parser.parse_args(argv)
     import mindspore as ms
     ms.set_device("CPU")
     try:
-        report = convert(args.src, args.dst, args.config, args.allow_missing_heads, args.force)
+        report = convert(args.src, args.dst, args.config, args.allow_missing_heads, args.force, args.tokenizer)
+    except OutputExistsError as err:
+        print(f"error: {err.filename} already exists (pass --force to replace it)", file=sys.stderr)
+        return 1
     except (AlbertMinError, OSError) as err:          # user errors: one line, nothing written
         message = str(err) if not isinstance(err, OSError) or not err.filename else \
             f"{err.filename}: {err.strerror or err}"

@@ -64,6 +64,8 @@ class TextClassificationPipeline:
             raise FileNotFoundError(f"model folder not found: {model_dir}")
         if not isinstance(batch_size, int) or batch_size < 1:
             raise PipelineError(f"batch_size must be a positive integer, got {batch_size!r}")
+        from .checkpoint import tokenizer_file
+        tokenizer_file(model_dir, PipelineError)    # before the model: a converted TF checkpoint has none
         self.model = AlbertForSequenceClassification.from_pretrained(model_dir)
         self.model.set_train(False)
         self.tokenizer = AlbertTokenizer.from_pretrained(model_dir)

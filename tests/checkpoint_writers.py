@@ -6,6 +6,7 @@ benchmarks/convert_full_size.py (full-size files). No torch or TF needed.
 
 import json
 import pickle
+import pickletools
 import struct
 import zipfile
 
@@ -140,3 +141,29 @@ def write_tf_bundle(arrays, prefix, declared_shapes=None):
     footer = footer.ljust(40, b"\x00") + struct.pack("<Q", 0xDB4775248B80FB57)
     with open(prefix + ".index", "wb") as f:
         f.write(data_block + meta_block + index_block + footer)
+
+
+# ============================================================ hostile pickles
+_LENGTH_WIDTH = {"bytes1": 1, "string1": 1, "unicodestring1": 1, "long1": 1, "bytes4": 4, "string4": 4,
+                 "unicodestring4": 4, "long4": 4, "bytes8": 8, "bytearray8": 8, "unicodestring8": 8, "uint8": 8}
+OPCODES = {op.name: op for op in pickletools.opcodes}
+
+
+def opcode(name, length=0, payload=b""):
+    """One pickle opcode with its argument: a declared ``length`` (cut to the field's width)
+    and then ``payload`` for the length-prefixed ones, zeros or a short line for the others."""
+    op = OPCODES[name]
+    code = op.code.encode("latin-1")
+    if op.arg is None:
+        return code
+    width = _LENGTH_WIDTH.get(op.arg.name)
+    if width:
+        return code + (length % (1 << 8 * width)).to_bytes(width, "little") + payload
+    if op.arg.n > 0:                                        # fixed-size integers
+        return code + bytes(op.arg.n)
+    return code + (b"x\ny\n" if "pair" in op.arg.name else b"0\n")   # newline-terminated arguments
+
+
+def pickle_ops(pickled):
+    """Positions where each opcode of ``pickled`` starts (to splice hostile ones in between)."""
+    return [pos for _, _, pos in pickletools.genops(pickled)]

@@ -5,8 +5,10 @@
 The address space is limited to about 2 GB first (RLIMIT_AS), so a reader that
 tries to allocate what a crafted file declares fails here with MemoryError
 instead of taking the machine's memory. Every input must give a result or a
-ConversionError; anything else makes hypothesis report a falsifying example
-and this process exit non-zero.
+ConversionError of one line; anything else makes hypothesis report a
+falsifying example and this process exit non-zero. For PyTorch files, every
+pickle opcode (BYTEARRAY8, BINBYTES8, BINUNICODE8, LONG4, FRAME, ...) is also
+spliced into a valid data.pkl with hostile declared lengths.
 """
 
 import atexit
@@ -27,7 +29,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E
 
 from albert_min import formats  # noqa: E402
 from albert_min.formats import ConversionError  # noqa: E402
-from checkpoint_writers import torch_pickle, write_raw_safetensors, write_tf_bundle, write_torch_zip  # noqa: E402
+from checkpoint_writers import (OPCODES, opcode, pickle_ops, torch_pickle, write_raw_safetensors,  # noqa: E402
+                                write_tf_bundle, write_torch_zip)
 
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")
 SOURCES = {
@@ -47,7 +50,9 @@ def must_be_clean(read, path):
     try:
         arrays = read(path)
     except ConversionError as err:
-        assert path in str(err) or WORK in str(err), str(err)
+        message = str(err)
+        assert path in message or WORK in message, message
+        assert "\n" not in message and len(message) < 1000, message    # one line, values shortened
         return
     assert isinstance(arrays, dict) and all(isinstance(a, np.ndarray) for a in arrays.values())
 
@@ -133,8 +138,38 @@ def fuzz_structured(fmt, examples):
     run()
 
 
+def fuzz_opcodes(examples):
+    """Any pickle opcode, declaring any length, spliced in between the opcodes of a valid data.pkl."""
+    path = os.path.join(WORK, "opcodes.bin")
+    valid = torch_pickle([("w", "0", "FloatStorage", 6, 0, (2, 3), (3, 1)),
+                          ("b", "1", "FloatStorage", 3, 0, (3,), (1,))])
+    storages = {"0": np.zeros(6, np.float32), "1": np.ones(3, np.float32)}
+    lengths = st.one_of(st.integers(0, 300), st.sampled_from(NASTY + [6 << 30, 1 << 40]))
+    declaring = ["FRAME"] + sorted(n for n, op in OPCODES.items()                    # BYTEARRAY8, BINUNICODE...
+                                   if op.arg is not None and op.arg.n < 0 and "nl" not in op.arg.name)
+    names = st.one_of(st.sampled_from(declaring), st.sampled_from(sorted(OPCODES)))   # lengths first: they allocate
+
+    @settings(max_examples=examples, deadline=None, database=None, derandomize=True,
+              suppress_health_check=list(HealthCheck))
+    @given(where=st.integers(0, len(pickle_ops(valid)) - 1), proto=st.sampled_from([2, 4, 5]),
+           ops=st.lists(st.tuples(names, lengths, st.binary(max_size=12)), min_size=1, max_size=3))
+    def run(where, proto, ops):
+        at = pickle_ops(valid)[where]
+        spliced = b"".join(opcode(name, length, payload) for name, length, payload in ops)
+        pickled = bytes([0x80, proto]) + valid[2:at] + spliced + valid[at:] if at >= 2 else \
+            bytes([0x80, proto]) + spliced + valid[2:]
+        write_torch_zip(pickled, storages, path)
+        must_be_clean(formats.read_pytorch_bin, path)
+    run()
+
+
 if __name__ == "__main__":
     fmt, examples = sys.argv[1], int(sys.argv[2])
     fuzz_mutations(fmt, examples)
     fuzz_structured(fmt, max(10, examples // 3))
-    print(f"{fmt}: {examples} mutated + {max(10, examples // 3)} crafted inputs, all clean")
+    spliced = 0
+    if fmt == "pytorch":
+        spliced = examples
+        fuzz_opcodes(spliced)
+    print(f"{fmt}: {examples} mutated + {max(10, examples // 3)} crafted + {spliced} spliced-opcode inputs, "
+          "all clean")

@@ -295,7 +295,7 @@ def test_existing_dst_needs_force(tmp_path):
     dst = tmp_path / "out"
     dst.mkdir()
     (dst / "keep.txt").write_text("old")
-    with pytest.raises(FileExistsError, match=str(dst)):
+    with pytest.raises(FileExistsError, match=f"{dst} already exists .pass force=True to replace it."):
         cv.convert(CLS, str(dst))
     assert (dst / "keep.txt").exists()
     # --force replaces only a folder albert_min wrote: not one holding the user's files.
@@ -309,13 +309,57 @@ def test_existing_dst_needs_force(tmp_path):
     assert [n for n in os.listdir(tmp_path) if n.startswith(".")] == []
 
 
+SST2_HF = os.path.join(FIXTURES, "tiny_sst2_hf")          # a classifier with its 2000-piece spiece.model
+
+
+def sst2_source(tmp_path, tokenizer_name=None):
+    """tiny_sst2_hf's weights and config; its tokenizer as ``tokenizer_name``, or none (like a TF release)."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pytorch_model.bin", "config.json"):
+        shutil.copy(os.path.join(SST2_HF, name), src / name)
+    if tokenizer_name:
+        shutil.copy(os.path.join(SST2_HF, "spiece.model"), src / tokenizer_name)
+    return str(src)
+
+
 def test_google_tokenizer_model_is_copied(tmp_path):
-    src = hf_dir_with(tmp_path, cv.read_safetensors(os.path.join(CLS, "model.safetensors")), config_from=CLS)
-    with open(os.path.join(src, "30k-clean.model"), "wb") as f:
-        f.write(b"sentencepiece bytes")
     dst = tmp_path / "out"
-    assert cv.convert(src, str(dst))["heads"] == ["classifier"]
-    assert (dst / "spiece.model").read_bytes() == b"sentencepiece bytes"
+    assert cv.convert(sst2_source(tmp_path, "30k-clean.model"), str(dst))["heads"] == ["classifier"]
+    assert (dst / "spiece.model").read_bytes() == open(os.path.join(SST2_HF, "spiece.model"), "rb").read()
+
+
+def test_folder_without_tokenizer_names_the_file_and_the_remedy(tmp_path):
+    from albert_min import pipeline
+    from albert_min.pipelines import PipelineError
+    import evaluate
+    src, dst = sst2_source(tmp_path), tmp_path / "out"
+    assert cv.convert(src, str(dst))["spiece"] is None
+    remedy = f"python -m albert_min.convert SRC {dst} --tokenizer spiece.model --force"
+    with pytest.raises(PipelineError) as info:               # was a FileNotFoundError traceback
+        pipeline(str(dst))
+    assert str(dst / "spiece.model") in str(info.value) and remedy in str(info.value)
+    with pytest.raises(SystemExit) as info:
+        evaluate.main(["--model", str(dst), "--data", os.path.join(SST2_HF, "dev64.tsv")])
+    message = str(info.value.code)
+    assert message.startswith(f"error: {dst / 'spiece.model'}: not found") and remedy in message
+    assert "\n" not in message
+
+    # The remedy works: the tokenizer is copied in, and the pipeline classifies.
+    report = cv.convert(src, str(dst), force=True, tokenizer=os.path.join(SST2_HF, "spiece.model"))
+    assert report["spiece"] == os.path.join(SST2_HF, "spiece.model")
+    assert pipeline(str(dst), use_jit=False)("a gorgeous film")["label"] in ("LABEL_0", "LABEL_1")
+
+
+def test_tokenizer_is_checked_before_anything_is_written(tmp_path):
+    src, dst = sst2_source(tmp_path), tmp_path / "out"
+    bogus = tmp_path / "spiece.model"
+    bogus.write_bytes(b"not a sentencepiece model")
+    assert str(bogus) in convert_error(src, dst, tokenizer=str(bogus)) and "not a SentencePiece model" \
+        in convert_error(src, dst, tokenizer=str(bogus))
+    assert "tokenizer not found" in convert_error(src, dst, tokenizer=str(tmp_path / "missing.model"))
+    big = os.path.join(SST2_HF, "spiece.model")              # 2000 pieces for a 120-id embedding
+    assert "2000 pieces, more than the model's vocab_size 120" in convert_error(CLS, dst, tokenizer=big)
 
 
 # ------------------------------------------------------------------------ CLI
@@ -329,5 +373,15 @@ def test_cli(tmp_path):
 
     again = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert again.returncode != 0
-    assert again.stderr.strip().startswith("error:") and "already exists" in again.stderr
-    assert "Traceback" not in again.stderr and len(again.stderr.strip().splitlines()) == 1
+    # The CLI names its flag, not the Python API's keyword.
+    assert again.stderr.strip() == f"error: {dst} already exists (pass --force to replace it)"
+
+
+def test_cli_tokenizer_flag(tmp_path):
+    dst = tmp_path / "out"
+    cmd = [sys.executable, "-m", "albert_min.convert", sst2_source(tmp_path), str(dst), "--tokenizer",
+           os.path.join(SST2_HF, "spiece.model")]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert f"tokenizer:  {os.path.join(SST2_HF, 'spiece.model')}" in done.stdout
+    assert (dst / "spiece.model").read_bytes() == open(os.path.join(SST2_HF, "spiece.model"), "rb").read()

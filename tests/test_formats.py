@@ -105,7 +105,8 @@ def test_deflate_bomb_is_refused(tmp_path):
     path = tmp_path / "bomb.bin"
     numel = 500_000_000
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
-        z.writestr("archive/data.pkl", torch_pickle([("w", "0", "FloatStorage", numel, 0, (numel,), (1,))]))
+        z.writestr("archive/data.pkl", torch_pickle([("w", "0", "FloatStorage", numel, 0, (numel,), (1,))]),
+                   compress_type=zipfile.ZIP_STORED)
         with z.open("archive/data/0", "w", force_zip64=True) as f:
             zeros = bytes(1 << 24)
             for _ in range(4 * numel >> 24):

@@ -18,7 +18,7 @@ import json
 import os
 import re
 
-from .common import ConversionError
+from .common import ConversionError, brief
 from .safetensors import read_safetensors
 from .tf_bundle import read_tf_checkpoint, tf_checkpoint_prefix
 from .torch_zip import read_pytorch_bin
@@ -83,7 +83,7 @@ def read_sharded(index_path, fmt, select=None) -> dict:
         shards.setdefault(shard, set()).add(name)
     missing = [s for s in shards if not os.path.isfile(os.path.join(folder, s))]
     if missing:
-        raise ConversionError(f"{index_path}: shard files not found next to it: {', '.join(sorted(missing))}")
+        raise ConversionError(f"{index_path}: shard files not found next to it: {', '.join(brief(m) for m in sorted(missing))}")
     arrays = {}
     for shard in sorted(shards):
         path = os.path.join(folder, shard)
@@ -92,8 +92,8 @@ def read_sharded(index_path, fmt, select=None) -> dict:
         if absent or extra:
             raise ConversionError(
                 f"{path}: does not match {os.path.basename(index_path)}: "
-                + "; ".join(p for p in (absent and f"missing {', '.join(absent[:5])}",
-                                        extra and f"not in the index {', '.join(extra[:5])}") if p))
+                + "; ".join(p for p in (absent and f"missing {', '.join(map(brief, absent[:5]))}",
+                                        extra and f"not in the index {', '.join(map(brief, extra[:5]))}") if p))
         arrays.update((n, a) for n, a in part.items() if select is None or select(n))
     return arrays
 
@@ -105,7 +105,7 @@ def _read_weight_map(index_path):
         with open(index_path, "rb") as f:
             index = json.loads(f.read())
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
-        raise ConversionError(f"{index_path}: not valid JSON ({err})") from None
+        raise ConversionError(f"{index_path}: not valid JSON ({brief(str(err))})") from None
     except OSError as err:
         raise ConversionError(f"{index_path}: cannot read ({err.strerror or err})") from None
     weight_map = index.get("weight_map") if isinstance(index, dict) else None
@@ -114,5 +114,5 @@ def _read_weight_map(index_path):
     for name, shard in weight_map.items():
         # A shard is a plain file name next to the index: never a path elsewhere.
         if not isinstance(shard, str) or not shard or os.path.basename(shard) != shard or shard in (".", ".."):
-            raise ConversionError(f"{index_path}: tensor {name}: bad shard file name {shard!r}")
+            raise ConversionError(f"{index_path}: tensor {brief(name)}: bad shard file name {brief(shard)!r}")
     return weight_map

@@ -7,6 +7,7 @@ converter allocate gigabytes, and every malformed input ends in a
 ``ConversionError`` that names the file.
 """
 
+import itertools
 import math
 import pickle
 import struct
@@ -40,8 +41,62 @@ def malformed(path, err) -> ConversionError:
     if isinstance(err, Corrupt):
         return ConversionError(f"{path}: {err}")
     if isinstance(err, OSError) and not isinstance(err, zipfile.BadZipFile):
-        return ConversionError(f"{path}: cannot read ({err.strerror or err})")
-    return ConversionError(f"{path}: corrupt file ({type(err).__name__}: {err})")
+        return ConversionError(f"{path}: cannot read ({brief(err.strerror or err)})")
+    return ConversionError(f"{path}: corrupt file ({type(err).__name__}: {brief(str(err))})")
+
+
+# ============================================================ values in messages
+SHOWN = 200     # characters of a value an error message shows: whole tensor names, cut crafted ones
+
+
+def brief(value, limit=SHOWN) -> str:
+    """``value`` as one short line for an error message.
+
+    What a crafted file holds ends up in messages (tensor names, pickled tuples,
+    sizes): a name with a newline, an array's multi-line repr or a 5000-digit
+    integer would break the one-line ``error: ...`` rule, or take seconds to
+    print. Strings are shown as they are when printable, escaped otherwise;
+    arrays by shape and dtype; containers by their first items; everything
+    cut to about ``limit`` characters.
+    """
+    text = _brief(value, limit, nested=False)
+    return text if len(text) <= limit else text[:max(limit - 3, 0)] + "..."
+
+
+def _brief(value, limit, nested):
+    if isinstance(value, str):
+        cut = value[:limit]
+        if nested:
+            text = repr(cut)
+        else:
+            text = cut if cut.isprintable() else repr(cut)[1:-1]     # a name with a newline: escaped
+        return text + ("..." if len(value) > limit else "")
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return repr(bytes(value[:limit])) + ("..." if len(value) > limit else "")
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
+        return f"<{value.bit_length()}-bit integer>"    # str() of a 5000-digit int raises
+    if isinstance(value, np.ndarray):
+        return f"array(shape={value.shape}, dtype={value.dtype})"
+    containers = {tuple: "()", list: "[]", dict: "{}", set: "{}", frozenset: "{}"}
+    brackets = next((b for t, b in containers.items() if isinstance(value, t)), None)
+    if brackets:
+        items = value.items() if isinstance(value, dict) else value
+        parts, length = [], 0
+        for item in itertools.islice(items, limit // 2 + 1):
+            part = (f"{_brief(item[0], limit, True)}: {_brief(item[1], limit, True)}"
+                    if isinstance(value, dict) else _brief(item, limit, True))
+            parts.append(part)
+            length += len(part) + 2
+            if length > limit:
+                parts.append("...")
+                break
+        trailing = "," if isinstance(value, tuple) and len(parts) == 1 else ""
+        return brackets[0] + ", ".join(parts) + trailing + brackets[1]
+    try:
+        text = repr(value)
+    except Exception:          # a repr that fails: say what it is  # noqa: BLE001
+        text = f"<{type(value).__name__}>"
+    return " ".join(text[:4 * limit].split())
 
 
 # ======================================================================= dtypes

@@ -17,7 +17,7 @@ import os
 
 from safetensors import SafetensorError, safe_open
 
-from .common import MALFORMED, ConversionError, decode, malformed, read_exactly
+from .common import MALFORMED, ConversionError, brief, decode, malformed, read_exactly
 
 _HEADER_LIMIT = 100 << 20     # the package's own limit
 _NUMPY_DTYPES = {"F64", "F32", "F16", "I64", "I32", "I16", "I8", "U8", "BOOL"}   # the package returns these
@@ -29,7 +29,7 @@ def read_safetensors(path, select=None) -> dict:
         with safe_open(path, framework="np") as f:          # validates the whole header
             names = [n for n in f.keys() if select is None or select(n)]
             dtypes = {n: f.get_slice(n).get_dtype() for n in names}
-        unsupported = [f"{n} ({d})" for n, d in dtypes.items() if d not in _NUMPY_DTYPES and d != "BF16"]
+        unsupported = [f"{brief(n)} ({brief(d)})" for n, d in dtypes.items() if d not in _NUMPY_DTYPES and d != "BF16"]
         if unsupported:
             raise ConversionError(f"{path}: tensors with unsupported dtypes: {', '.join(unsupported[:5])}")
         offsets = _bf16_offsets(path) if "BF16" in dtypes.values() else {}
@@ -44,7 +44,7 @@ def read_safetensors(path, select=None) -> dict:
                     arrays[name] = f.get_tensor(name)
         return arrays
     except SafetensorError as err:
-        raise ConversionError(f"{path}: {_explain(path) or 'not a valid safetensors file'} ({err})") from None
+        raise ConversionError(f"{path}: {_explain(path) or 'not a valid safetensors file'} ({brief(str(err))})") from None
     except (OSError, *MALFORMED) as err:
         raise malformed(path, err) from None
 
@@ -82,9 +82,9 @@ def _explain(path):
     for (begin, end), name, info in tensors:
         if begin != expected_begin:
             how = "overlap the previous tensor" if begin < expected_begin else "leave a gap before it"
-            return f"tensor {name}: data_offsets [{begin}, {end}] {how}"
+            return f"tensor {brief(name)}: data_offsets [{brief(begin)}, {brief(end)}] {how}"
         if end > data_size:
-            return f"tensor {name} ends at byte {8 + header_len + end} but the file has only {size} bytes (truncated?)"
+            return f"tensor {brief(name)} ends at byte {brief(8 + header_len + end)} but the file has only {size} bytes (truncated?)"
         expected_begin = end
     if expected_begin != data_size:
         return f"{data_size - expected_begin} bytes after the last tensor"

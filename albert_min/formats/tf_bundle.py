@@ -16,7 +16,7 @@ import math
 import os
 import re
 
-from .common import MALFORMED, ConversionError, Corrupt, decode, malformed, np_dtype, read_exactly, CHUNK
+from .common import CHUNK, MALFORMED, ConversionError, Corrupt, brief, decode, malformed, np_dtype, read_exactly
 from .crc32c import crc32c, unmask_crc
 
 _TABLE_MAGIC = 0xDB4775248B80FB57
@@ -213,7 +213,7 @@ def _tf_prefix_in_dir(directory):
                 return prefix
     if indexes:
         names = [os.path.basename(i) for i in indexes]
-        raise ConversionError(f"{directory}: several TF checkpoints {names}; name one, e.g. {indexes[-1]}")
+        raise ConversionError(f"{directory}: several TF checkpoints {brief(names)}; name one, e.g. {indexes[-1]}")
     raise ConversionError(f"{directory}: no checkpoint found (no model.safetensors, pytorch_model.bin, "
                           "*.index.json or TF *.index)")
 
@@ -250,7 +250,7 @@ def read_tf_checkpoint(path, select=None, verify_skipped=True) -> dict:
         raise ConversionError(f"{index_path}: bad number of shards {header['num_shards']}")
     sliced = [name for name, entry in entries.items() if entry["sliced"]]
     if sliced:
-        raise ConversionError(f"{index_path}: partitioned variables are not supported: {sliced[:5]}")
+        raise ConversionError(f"{index_path}: partitioned variables are not supported: {brief(sliced[:5])}")
     return _read_tf_data(prefix, header["num_shards"], entries, select, verify_skipped)
 
 
@@ -266,7 +266,7 @@ def _read_tf_data(prefix, num_shards, entries, select, verify_skipped):
             if not keep and not verify_skipped:
                 continue
             if not 0 <= entry["shard_id"] < num_shards:
-                raise ConversionError(f"{prefix}.index: tensor {name} is in shard {entry['shard_id']} "
+                raise ConversionError(f"{prefix}.index: tensor {brief(name)} is in shard {entry['shard_id']} "
                                       f"of {num_shards}")
             data_path = f"{prefix}.data-{entry['shard_id']:05d}-of-{num_shards:05d}"
             if data_path not in files:
@@ -291,13 +291,13 @@ def _check_extent(f, name, entry, code):
     """The tensor's byte count from its shape; checked against the index and the file size."""
     shape = entry["shape"]
     if shape is None or any(d < 0 for d in shape):
-        raise Corrupt(f"tensor {name} has no fully known shape")
+        raise Corrupt(f"tensor {brief(name)} has no fully known shape")
     nbytes = math.prod(shape) * np_dtype(code).itemsize
     if entry["size"] != nbytes:
-        raise Corrupt(f"tensor {name}: index says {entry['size']} bytes, shape {list(shape)} needs {nbytes}")
+        raise Corrupt(f"tensor {brief(name)}: index says {entry['size']} bytes, shape {brief(list(shape))} needs {nbytes}")
     file_size = os.fstat(f.fileno()).st_size
     if entry["offset"] + nbytes > file_size:
-        raise Corrupt(f"tensor {name} needs bytes up to {entry['offset'] + nbytes} but the file has only "
+        raise Corrupt(f"tensor {brief(name)} needs bytes up to {entry['offset'] + nbytes} but the file has only "
                       f"{file_size} (truncated?)")
     f.seek(entry["offset"])
     return shape, nbytes
@@ -305,7 +305,7 @@ def _check_extent(f, name, entry, code):
 
 def _check_crc(entry, crc, name):
     if entry["crc32c"] is not None and unmask_crc(entry["crc32c"]) != crc:
-        raise Corrupt(f"checksum (crc32c) mismatch for tensor {name}: the data file is corrupt")
+        raise Corrupt(f"checksum (crc32c) mismatch for tensor {brief(name)}: the data file is corrupt")
 
 
 def _read_tf_tensor(f, name, entry, code):
@@ -322,6 +322,6 @@ def _verify_tf_tensor(f, name, entry, code):
     while left:
         piece = f.read(min(CHUNK, left))
         if not piece:
-            raise Corrupt(f"tensor {name}: the file ends early (truncated?)")
+            raise Corrupt(f"tensor {brief(name)}: the file ends early (truncated?)")
         crc, left = crc32c(piece, crc), left - len(piece)
     _check_crc(entry, crc, name)
