@@ -25,19 +25,19 @@ DOCSTART = "-DOCSTART-"
 class Sentence:
     words: list          # the tokens as written in the file
     tags: list           # their NER tags (IOB1 strings), one per word
-    line: int            # line number of the first word, for messages
+    lines: list          # each word's line number in the file, for messages
 
 
 def read_conll(path, columns=4):
     """Sentences of a CoNLL-2003 file. Every line must have ``columns`` space-separated fields,
     the NER tag last (``O`` or ``B-``/``I-`` and a type); errors name ``path:line``."""
-    sentences, words, tags, first = [], [], [], 0
+    sentences, words, tags, lines = [], [], [], []
     for line_no, line in text_lines(path):
         fields = line.split()
         if not fields:
             if words:
-                sentences.append(Sentence(words, tags, first))
-            words, tags = [], []
+                sentences.append(Sentence(words, tags, lines))
+            words, tags, lines = [], [], []
             continue
         if fields[0] == DOCSTART:
             continue
@@ -48,12 +48,11 @@ def read_conll(path, columns=4):
         prefix, dash, kind = tag.partition("-")
         if tag != "O" and not (dash and prefix in ("B", "I") and kind):
             raise DataError(f"{path}:{line_no}: NER tag {tag!r} is not O, B-TYPE or I-TYPE")
-        if not words:
-            first = line_no
+        lines.append(line_no)
         words.append(fields[0])
         tags.append(tag)
     if words:
-        sentences.append(Sentence(words, tags, first))
+        sentences.append(Sentence(words, tags, lines))
     if not sentences:
         raise DataError(f"{path}: no sentences")
     return sentences
@@ -69,9 +68,9 @@ def check_tags(sentences, label_names, path):
     """A DataError naming ``path:line`` for the first tag the model has no label for."""
     known = set(label_names)
     for s in sentences:
-        for i, tag in enumerate(s.tags):
+        for tag, line_no in zip(s.tags, s.lines):
             if tag not in known:
-                raise DataError(f"{path}:{s.line + i}: tag {tag!r} is not one of the model's labels "
+                raise DataError(f"{path}:{line_no}: tag {tag!r} is not one of the model's labels "
                                 f"{', '.join(label_names)}")
 
 
