@@ -13,7 +13,8 @@ share of tokens whose whole tag is right.
 """
 
 import dataclasses
-import os
+
+from .files import write_text
 
 
 def split_tag(tag):
@@ -140,13 +141,12 @@ def write_columns(path, sentences):
     """The ``word gold predicted`` file conlleval reads: one token a line, a blank line after
     each sentence. ``sentences``: iterable of (words, gold tags, predicted tags). Written whole
     to ``path + ".tmp"`` and renamed, so a reader never sees half a file."""
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        for words, gold_tags, pred_tags in sentences:
-            for word, gold, pred in zip(words, gold_tags, pred_tags):
-                if not word or any(ch.isspace() for ch in word):
-                    raise ValueError(f"word {word!r} is empty or holds white space: conlleval would "
-                                     "read the wrong columns")
-                f.write(f"{word} {gold} {pred}\n")
-            f.write("\n")
-    os.replace(tmp, path)
+    lines = []
+    for words, gold_tags, pred_tags in sentences:
+        for word, gold, pred in zip(words, gold_tags, pred_tags, strict=True):
+            if not word or any(ch.isspace() for ch in word):
+                raise ValueError(f"word {word!r} is empty or holds white space: conlleval would "
+                                 "read the wrong columns")
+            lines.append(f"{word} {gold} {pred}\n")
+        lines.append("\n")
+    write_text(path, "".join(lines))

@@ -13,13 +13,13 @@ into the blank, any other is followed by " " and the option; per option one sequ
 """
 
 import dataclasses
-import json
 import os
 import re
 
 import numpy as np
 
 from ..data import DataError, pad_with_types
+from .files import read_json, write_json
 
 LEVELS = ("middle", "high")
 LETTERS = "ABCD"
@@ -59,13 +59,7 @@ def race_files(path):
 
 def read_race_file(path, level):
     """The questions of one RACE file; errors name the file (and the question number)."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except UnicodeDecodeError:
-        raise DataError(f"{path}: not UTF-8") from None
-    except json.JSONDecodeError as err:
-        raise DataError(f"{path}:{err.lineno}: not JSON ({err.msg})") from None
+    data = read_json(path)
     if not isinstance(data, dict):
         raise DataError(f"{path}: not a RACE object")
     article = data.get("article")
@@ -160,11 +154,7 @@ def predictions_by_file(questions, predicted):
 
 def write_predictions(path, questions, predicted):
     """The prediction file as JSON, written to a temporary file and renamed."""
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(predictions_by_file(questions, predicted), f, indent=1)
-        f.write("\n")
-    os.replace(tmp, path)
+    write_json(path, predictions_by_file(questions, predicted))
 
 
 def majority_option(questions):

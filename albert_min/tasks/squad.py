@@ -12,12 +12,12 @@ unanswerable question) is labelled at [CLS]: start = end = 0.
 """
 
 import dataclasses
-import json
 from typing import Optional
 
 import numpy as np
 
 from ..data import DataError, pad_with_types
+from .files import read_json
 
 
 @dataclasses.dataclass
@@ -33,13 +33,7 @@ def read_squad(path):
     """Examples of a SQuAD-format JSON file, in file order; errors name the file and the
     question id. Returns (examples, is_v2): is_v2 when the version says 2.x or any question
     has ``is_impossible``."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            dataset = json.load(f)
-    except UnicodeDecodeError:
-        raise DataError(f"{path}: not UTF-8") from None
-    except json.JSONDecodeError as err:
-        raise DataError(f"{path}:{err.lineno}: not JSON ({err.msg})") from None
+    dataset = read_json(path)
     if not isinstance(dataset, dict) or not isinstance(dataset.get("data"), list):
         raise DataError(f"{path}: not SQuAD JSON (no top-level \"data\" list)")
     examples, seen, has_impossible = [], set(), False

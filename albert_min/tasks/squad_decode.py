@@ -16,11 +16,12 @@ question's logits are held, whatever the size of the dev set.
 """
 
 import dataclasses
-import json
 import math
 import os
 
 import numpy as np
+
+from .files import write_json
 
 
 @dataclasses.dataclass
@@ -108,15 +109,6 @@ def decode_stream(examples, scored_features, config: DecodeConfig):
         windows.append((feature, start_logits, end_logits))
     if windows:
         yield decode_question(examples[current], windows, config)
-
-
-def write_json(path, obj):
-    """Write ``obj`` as JSON atomically (a temporary file renamed over ``path``)."""
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(obj, f, ensure_ascii=False, indent=2)
-        f.write("\n")
-    os.replace(tmp, path)
 
 
 def write_predictions(directory, predictions, version_2=False):
