@@ -3,7 +3,7 @@ import random
 
 import pytest
 
-from albert_min.tasks.conlleval import count_chunks, evaluate, format_report, write_columns
+from albert_min.tasks.conlleval import count_chunks, entities, evaluate, format_report, write_columns
 
 SENTENCES = [
     # IOB1: B- starts a second PER right after the first; the prediction merges them.
@@ -110,3 +110,13 @@ def test_write_columns(tmp_path):
     with pytest.raises(ValueError, match="white space"):
         write_columns(path, [(["New York"], ["I-LOC"], ["I-LOC"])])
     assert open(path).read().startswith("EU")   # the old file is still whole
+
+
+@pytest.mark.parametrize("tags, expected", [
+    (["I-PER", "I-PER", "B-PER", "O", "I-LOC"], [("PER", 0, 1), ("PER", 2, 2), ("LOC", 4, 4)]),
+    (["I-LOC", "I-ORG", "I-ORG"], [("LOC", 0, 0), ("ORG", 1, 2)]),
+    (["B-PER", "I-PER", "O", "O"], [("PER", 0, 1)]),      # IOB2 reads the same
+    (["O", "O"], []),
+])
+def test_entities(tags, expected):
+    assert entities(tags) == expected

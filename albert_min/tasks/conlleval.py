@@ -92,6 +92,20 @@ def count_chunks(sentences):
     return counts
 
 
+def entities(tags):
+    """The chunks of one sentence's tags as conlleval reads them: [(type, first, last)] word
+    positions, last inclusive (e.g. for a pipeline turning tags into character spans)."""
+    out, last_tag, last_type = [], "O", ""
+    for i, tag in enumerate(list(tags) + ["O"]):
+        prefix, kind = split_tag(tag)
+        if out and out[-1][2] is None and chunk_ends(last_tag, prefix, last_type, kind):
+            out[-1] = (out[-1][0], out[-1][1], i - 1)
+        if i < len(tags) and chunk_starts(last_tag, prefix, last_type, kind):
+            out.append((kind, i, None))
+        last_tag, last_type = prefix, kind
+    return out
+
+
 def _with_breaks(sentences):
     for gold_tags, pred_tags in sentences:
         if len(gold_tags) != len(pred_tags):
