@@ -83,6 +83,14 @@ def test_words_beyond_max_length_are_dropped_and_predicted_o(tok):
     assert conll.word_tags(logits, feats.first_piece[0], ("O", "I-PER")) == ["I-PER", "O", "O", "O"]
 
 
+def test_truncation_cuts_the_sentence_not_single_words(tok):
+    long_word = "Blackburn"
+    n = len(tok.encode_ids(long_word))
+    sentence = conll.Sentence(["a", long_word, "b"], ["O", "I-PER", "O"], [])
+    feats = conll.encode_sentences(tok, [sentence], ("O", "I-PER"), max_length=2 + n)   # "a" fits, then not all of the word
+    assert feats.first_piece[0] == [1, -1, -1]    # "b" would fit, but it comes after the cut
+
+
 def test_batch_labels_ignore_padding(tok):
     sentences = [conll.Sentence(["EU", "rejects"], ["I-ORG", "O"], []), conll.Sentence(["Bonn"], ["I-LOC"], [])]
     names = ("O", "I-LOC", "I-ORG")

@@ -182,6 +182,19 @@ def test_end_before_start_and_overlong_spans_are_skipped(tok):
     assert len(p.text.split()) <= 3
 
 
+def test_a_span_of_only_white_space_is_never_the_answer(tok):
+    context = "x $5 y"   # this vocabulary has lone "▁" pieces before "x", "$" and "y"
+    example = squad.SquadExample("q", "Where?", context, [])
+    (f,) = squad.example_features(tok, example, 0, squad.WindowConfig())
+    lone = [i for i, (s, e) in enumerate(f.offsets) if s == e]
+    assert lone, "the case this test is about"
+    s, e = logits_for(f, f.context_start + lone[0], f.context_start + lone[0], value=10.0)
+    s[f.context_start] += 1.0
+    e[f.context_start] += 1.0
+    p = squad_decode.decode_question(example, [(f, s, e)], squad_decode.DecodeConfig())
+    assert p.text.strip() and all(c["text"].strip() for c in p.nbest)
+
+
 def test_question_tokens_and_cls_are_never_an_answer(tok):
     example = squad.SquadExample("q", "Where?", CONTEXT, [])
     (f,) = squad.example_features(tok, example, 0, squad.WindowConfig())

@@ -90,9 +90,11 @@ def encode_sentences(tokenizer, sentences, label_names, max_length):
     feats = Features([], [], [], 0)
     for s in sentences:
         ids, labels, first = [tokenizer.cls_token_id], [IGNORE], []
+        full = False
         for word, tag in zip(s.words, s.tags):
             pieces = tokenizer.encode_ids(word)
-            if not pieces or len(ids) + len(pieces) > max_length - 1:
+            full = full or len(ids) + len(pieces) > max_length - 1   # the rest of the sentence is cut
+            if not pieces or full:
                 first.append(-1)
                 feats.dropped_words += 1
                 continue

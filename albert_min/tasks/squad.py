@@ -160,12 +160,18 @@ def max_context_flags(start, length, starts, size, num_pieces):
     return flags
 
 
-def example_features(tokenizer, example, example_index, config: WindowConfig, with_labels=False):
-    """Every window of one example as a SquadFeature."""
+def context_pieces(tokenizer, context):
+    """(piece ids, character offsets) of a context."""
+    pieces, offsets = tokenizer.tokenize_with_offsets(context)
+    return tokenizer.convert_tokens_to_ids(pieces), offsets
+
+
+def example_features(tokenizer, example, example_index, config: WindowConfig, with_labels=False, context=None):
+    """Every window of one example as a SquadFeature. ``context``: its ``context_pieces``, if
+    already made (the questions of a paragraph share them)."""
     question = tokenizer.encode_ids(example.question)[:config.max_query_length]
     size = config.window_size(len(question))
-    pieces, offsets = tokenizer.tokenize_with_offsets(example.context)
-    ids = tokenizer.convert_tokens_to_ids(pieces)
+    ids, offsets = context or context_pieces(tokenizer, example.context)
     starts = window_starts(len(ids), size, config.doc_stride)
     answer = None
     if with_labels and not example.is_impossible and example.answers:
@@ -198,9 +204,13 @@ def answer_positions(feature, char_start, char_end):
 
 
 def iter_features(tokenizer, examples, config: WindowConfig, with_labels=False):
-    """All features, example after example (a generator: nothing is held beyond one example)."""
+    """All features, example after example (a generator: nothing is held beyond one example).
+    A paragraph's questions follow each other in SQuAD files, so its context is tokenized once."""
+    last_context, context = None, None
     for index, example in enumerate(examples):
-        yield from example_features(tokenizer, example, index, config, with_labels)
+        if example.context != last_context:
+            last_context, context = example.context, context_pieces(tokenizer, example.context)
+        yield from example_features(tokenizer, example, index, config, with_labels, context)
 
 
 def batch(features, pad_id, length: Optional[int] = None):

@@ -69,7 +69,7 @@ def decode_question(example, windows, config: DecodeConfig):
     nbest, seen = [], set()
     for score, start, end in candidates:
         text = example.context[start:end]
-        if text in seen:   # the same text from another window or pieces: keep its best score
+        if text in seen or not text.strip():   # a repeat (keep its best score), or only "▁" pieces
             continue
         seen.add(text)
         nbest.append({"text": text, "score": score, "start": start, "end": end})
