@@ -8,7 +8,7 @@ import pytest
 
 from albert_min.config import AlbertConfig
 from albert_min.modeling import AlbertForMultipleChoice, AlbertForQuestionAnswering, AlbertForTokenClassification
-from albert_min.tasks import conll, race, squad, squad_decode
+from albert_min.tasks import conll, losses, race, squad, squad_decode
 from conftest import FIXTURES
 from tokenizer import AlbertTokenizer
 
@@ -74,3 +74,28 @@ def test_conll_sentences_through_the_token_classification_head(tok):
     assert logits.shape == ids.shape + (3,) and labels.shape == ids.shape
     tags = [conll.word_tags(logits[i], feats.first_piece[i], names) for i in range(2)]
     assert [len(t) for t in tags] == [3, 1] and all(t in names for ts in tags for t in ts)
+
+
+class Fixed:
+    """A stand-in head returning given logits, so a loss can be checked by hand."""
+
+    def __init__(self, *outputs):
+        self.outputs = [ms.Tensor(np.asarray(o, np.float32)) for o in outputs]
+
+    def __call__(self, *inputs):
+        return self.outputs[0] if len(self.outputs) == 1 else tuple(self.outputs)
+
+
+def test_losses_by_hand():
+    ids = ms.Tensor(np.zeros((1, 3), np.int32))
+    # uniform logits over 3 positions: each cross-entropy is log 3
+    qa = losses.make_qa_loss_fn(Fixed(np.zeros((1, 3)), np.zeros((1, 3))))
+    assert float(qa(ids, ids, ids, ms.Tensor([1], ms.int32), ms.Tensor([2], ms.int32))) == pytest.approx(np.log(3))
+    # two labelled pieces: -log softmax([2, 0])[0] and -log softmax([0, 0])[1]; the IGNORE piece would add log 2 + 5
+    logits = np.array([[[2.0, 0.0], [0.0, 0.0], [5.0, 0.0]]])
+    labels = ms.Tensor(np.array([[0, 1, conll.IGNORE]], np.int32))
+    expected = (np.log(1 + np.exp(-2.0)) + np.log(2.0)) / 2
+    assert float(losses.make_token_loss_fn(Fixed(logits))(ids, ids, ids, labels)) == pytest.approx(expected, rel=1e-5)
+    choice = losses.make_choice_loss_fn(Fixed(np.log([[0.1, 0.2, 0.3, 0.4]])))
+    assert float(choice(ids, ids, ids, ms.Tensor([3], ms.int32))) == pytest.approx(-np.log(0.4), rel=1e-5)
+
