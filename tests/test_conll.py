@@ -113,3 +113,14 @@ def test_majority_tagger():
 def test_reads_the_real_files():
     sentences = conll.read_conll(os.path.join(CONLL, "eng.testa"))
     assert (len(sentences), sum(len(s.words) for s in sentences)) == (3250, 51362)   # README counts
+
+
+def test_entity_character_spans_from_word_tags():
+    text = "  Peter Blackburn  met EU officials in Bonn."
+    words, spans = conll.split_words(text)
+    assert words == ["Peter", "Blackburn", "met", "EU", "officials", "in", "Bonn."]
+    tags = ["I-PER", "I-PER", "O", "I-ORG", "O", "O", "I-LOC"]
+    assert conll.entity_spans(text, spans, tags) == [
+        {"type": "PER", "text": "Peter Blackburn", "start": 2, "end": 17},
+        {"type": "ORG", "text": "EU", "start": 23, "end": 25},
+        {"type": "LOC", "text": "Bonn.", "start": 39, "end": 44}]

@@ -12,10 +12,12 @@ preprocessing drops) is predicted ``O``; ``Features.dropped_words`` counts them.
 """
 
 import dataclasses
+import re
 
 import numpy as np
 
 from ..data import DataError, pad_batch, text_lines
+from .conlleval import entities
 
 IGNORE = -100          # label of pieces that are not the first of a word (the loss skips it)
 DOCSTART = "-DOCSTART-"
@@ -123,6 +125,20 @@ def word_tags(logits, first_piece, label_names):
     its first piece; a word without one gets "O"."""
     best = np.asarray(logits).argmax(-1)
     return [label_names[int(best[p])] if p >= 0 else "O" for p in first_piece]
+
+
+def split_words(text):
+    """Raw text -> (words, their (start, end) character spans): white-space separated, as the
+    CoNLL files hold them (a pipeline's input has no tokenization of its own)."""
+    matches = list(re.finditer(r"\S+", text))
+    return [m.group() for m in matches], [m.span() for m in matches]
+
+
+def entity_spans(text, spans, tags):
+    """Entities of one tagged text as dicts {"type", "text", "start", "end"} (characters of
+    ``text``), chunks read as conlleval reads them; ``spans`` from ``split_words``."""
+    return [{"type": kind, "text": text[spans[first][0]:spans[last][1]], "start": spans[first][0],
+             "end": spans[last][1]} for kind, first, last in entities(tags)]
 
 
 def majority_tagger(sentences):
