@@ -111,20 +111,144 @@ class AlbertTokenizer:
         pieces = self.sp.EncodeAsPieces(self.preprocess_text(text))
         out = []
         for piece in pieces:
-            # "▁1990," -> "▁1990" + ",": numbers with a trailing comma get split the
-            # way the original BERT tokenizer split them.
-            if len(piece) > 1 and piece[-1] == "," and piece[-2].isdigit():
-                sub = self.sp.EncodeAsPieces(piece[:-1].replace(SPIECE_UNDERLINE, ""))
-                if piece[0] != SPIECE_UNDERLINE and sub[0][0] == SPIECE_UNDERLINE:
-                    if len(sub[0]) == 1:
-                        sub = sub[1:]
-                    else:
-                        sub[0] = sub[0][1:]
-                sub.append(piece[-1])
-                out.extend(sub)
-            else:
-                out.append(piece)
+            out.extend(self._resplit_digit_comma(piece) or [piece])
         return out
+
+    def _resplit_digit_comma(self, piece):
+        """"▁1990," -> ["▁1990", ","]: numbers with a trailing comma get split the way
+        the original BERT tokenizer split them. None for any other piece."""
+        if not (len(piece) > 1 and piece[-1] == "," and piece[-2].isdigit()):
+            return None
+        sub = self.sp.EncodeAsPieces(piece[:-1].replace(SPIECE_UNDERLINE, ""))
+        if piece[0] != SPIECE_UNDERLINE and sub[0][0] == SPIECE_UNDERLINE:
+            if len(sub[0]) == 1:
+                sub = sub[1:]
+            else:
+                sub[0] = sub[0][1:]
+        return sub + [piece[-1]]
+
+    # ---------------------------------------------------------------- offsets
+    def tokenize_with_offsets(self, text):
+        """``tokenize`` plus where each piece came from: (pieces, offsets).
+
+        ``offsets[i] = (start, end)``, character offsets into ``text`` such that
+        ``text[start:end]`` is the original text of piece i, before lower-casing,
+        accent stripping and white space collapsing (for SQuAD answers, which must
+        be cut from the original context). Leading white space that a "▁" piece
+        stands for is not part of its span, so a lone "▁" has an empty span.
+        ``pieces`` is exactly ``tokenize(text)``.
+        """
+        chars, spans = self._lower_mapped(text)
+        joined = "".join(chars)
+        pieces, offsets = [], []
+        bounds = [m.span() for m in self._special_re.finditer(joined)]
+        cuts = [0] + [i for span in bounds for i in span] + [len(joined)]
+        for k in range(0, len(cuts), 2):   # (chunk, special) pairs: [cuts[k], cuts[k+1]) is a chunk
+            lo, hi = cuts[k], cuts[k + 1]
+            if lo < hi:
+                if k + 2 < len(cuts) and joined[hi:cuts[k + 2]] == "[MASK]":
+                    while hi > lo and chars[hi - 1].isspace():   # [MASK] swallows the white space on its left
+                        hi -= 1
+                chunk_pieces, chunk_offsets = self._chunk_with_offsets(chars[lo:hi], spans[lo:hi])
+                pieces += chunk_pieces
+                offsets += chunk_offsets
+            if k + 2 < len(cuts):
+                s, e = cuts[k + 1], cuts[k + 2]
+                pieces.append(joined[s:e])
+                offsets.append((spans[s][0], spans[e - 1][1]))
+        return pieces, offsets
+
+    def _lower_mapped(self, text):
+        """Step 1 of ``tokenize`` (lower-case all but special-token strings), keeping for every
+        output character the (start, end) of the input characters it came from."""
+        chars, spans = [], []
+        pos = 0
+        for i, part in enumerate(self._special_re.split(text)):
+            keep = i % 2 == 1 or not self.do_lower_case
+            for offset, ch in enumerate(part):
+                out = ch if keep else ch.lower()
+                chars += out
+                spans += [(pos + offset, pos + offset + 1)] * len(out)
+            pos += len(part)
+        return chars, spans
+
+    def _preprocess_mapped(self, chars, spans):
+        """``preprocess_text`` on a character list, each output character keeping its source span."""
+        if self.remove_space:
+            words, current = [], []
+            for ch, span in zip(chars, spans):
+                if ch.isspace():
+                    if current:
+                        words.append(current)
+                    current = []
+                else:
+                    current.append((ch, span))
+            if current:
+                words.append(current)
+            pairs = []
+            for w, word in enumerate(words):
+                if w:   # the one space stands for the gap between the two words
+                    pairs.append((" ", (words[w - 1][-1][1][1], word[0][1][0])))
+                pairs += word
+        else:
+            pairs = list(zip(chars, spans))
+        for quote in ("``", "''"):   # str.replace order: all `` first, then all ''
+            merged, i = [], 0
+            while i < len(pairs):
+                if i + 1 < len(pairs) and pairs[i][0] + pairs[i + 1][0] == quote:
+                    merged.append(('"', (pairs[i][1][0], pairs[i + 1][1][1])))
+                    i += 2
+                else:
+                    merged.append(pairs[i])
+                    i += 1
+            pairs = merged
+        if not self.keep_accents:
+            # NFKD one character at a time equals NFKD of the whole string once the combining
+            # marks (the only characters canonical reordering moves) are dropped.
+            pairs = [(d, span) for ch, span in pairs for d in unicodedata.normalize("NFKD", ch)
+                     if not unicodedata.combining(d)]
+        if self.do_lower_case:
+            whole = "".join(ch for ch, _ in pairs).lower()   # whole-string: final sigma as str.lower does
+            expanded = [span for ch, span in pairs for _ in ch.lower()]
+            pairs = list(zip(whole, expanded))
+        return "".join(ch for ch, _ in pairs), [span for _, span in pairs]
+
+    def _chunk_with_offsets(self, chars, spans):
+        """``_tokenize_chunk`` with each piece's span in the original text."""
+        text, text_spans = self._preprocess_mapped(chars, spans)
+        if text != self.preprocess_text("".join(chars)):   # a bug here would misplace every answer
+            raise TokenizerError("internal: offset mapping disagrees with preprocess_text")
+        byte_to_char = [i for i, ch in enumerate(text) for _ in ch.encode("utf-8")] + [len(text)]
+        pieces, offsets = [], []
+        for p in self.sp.encode(text, out_type="proto").pieces:   # begin/end: bytes of `text`
+            lo, hi = byte_to_char[p.begin], byte_to_char[p.end]
+            while lo < hi and text[lo].isspace():
+                lo += 1
+            for piece, (a, b) in self._split_digit_comma(p.piece, lo, hi):
+                pieces.append(piece)
+                if a < b:
+                    offsets.append((text_spans[a][0], text_spans[b - 1][1]))
+                else:   # empty span: where the next character starts
+                    at = text_spans[a][0] if a < len(text_spans) else spans[-1][1]
+                    offsets.append((at, at))
+        return pieces, offsets
+
+    def _split_digit_comma(self, piece, lo, hi):
+        """``_resplit_digit_comma`` on one piece spanning preprocessed characters [lo, hi):
+        yields (piece, (start, end)); the digit sub-pieces share the span in order."""
+        sub = self._resplit_digit_comma(piece)
+        if sub is None:
+            yield piece, (lo, hi)
+            return
+        sub = sub[:-1]
+        comma = max(lo, hi - 1)
+        at = lo
+        for s in sub:
+            width = len(s.replace(SPIECE_UNDERLINE, ""))
+            end = min(at + width, comma)
+            yield s, (at, end)
+            at = end
+        yield ",", (comma, hi)
 
     def convert_tokens_to_ids(self, pieces):
         return [self.sp.PieceToId(p) for p in pieces]

@@ -1,0 +1,223 @@
+"""SQuAD v1.1 / v2.0: the official JSON -> examples -> sliding-window features -> batches.
+
+Features are built as Google's ``run_squad`` and transformers' ``run_qa`` build them: the
+question is cut to ``max_query_length`` pieces, and the context is cut into windows of
+``max_length - len(question) - 3`` pieces, each starting ``doc_stride`` pieces after the
+previous one, so that every piece of the context is in some window. One feature is
+``[CLS] question [SEP] context window [SEP]`` (token types 0 up to the first [SEP], 1
+after). Each context piece keeps its character span in the original context
+(``AlbertTokenizer.tokenize_with_offsets``), so decoded answers are cut from the context
+as written. For training, an answer not wholly inside a window (and every answer of an
+unanswerable question) is labelled at [CLS]: start = end = 0.
+"""
+
+import dataclasses
+from typing import Optional
+
+import numpy as np
+
+from ..data import DataError, pad_with_types
+from .files import read_json
+
+
+@dataclasses.dataclass
+class SquadExample:
+    qid: str
+    question: str
+    context: str
+    answers: list                 # [(text, character start in context)], [] if unanswerable
+    is_impossible: bool = False   # v2.0: the context does not answer the question
+
+
+def read_squad(path, articles=None):
+    """Examples of a SQuAD-format JSON file, in file order; errors name the file and the
+    question id. Returns (examples, is_v2): is_v2 when the version says 2.x or any question
+    has ``is_impossible``.
+
+    ``articles=(first, last)`` keeps only those articles, counted from 1, last included: the
+    non-standard split of dev-v1.1 that shows training learns here ((1, 24) to train,
+    (25, 48) to evaluate), since no SQuAD training set is on this machine.
+    """
+    dataset = read_json(path)
+    if not isinstance(dataset, dict) or not isinstance(dataset.get("data"), list):
+        raise DataError(f"{path}: not SQuAD JSON (no top-level \"data\" list)")
+    examples, seen, has_impossible = [], set(), False
+    chosen = range(len(dataset["data"])) if articles is None else range(articles[0] - 1, articles[1])
+    if articles is not None and not (1 <= articles[0] <= articles[1] <= len(dataset["data"])):
+        raise DataError(f"{path}: articles {articles[0]}-{articles[1]} asked, the file has 1-{len(dataset['data'])}")
+    for a, article in enumerate(dataset["data"]):
+        if a not in chosen:
+            continue
+        for p, paragraph in enumerate(_list(article, "paragraphs", f"{path}: article {a}")):
+            where = f"{path}: article {a} paragraph {p}"
+            context = paragraph.get("context") if isinstance(paragraph, dict) else None
+            if not isinstance(context, str):
+                raise DataError(f"{where}: no \"context\" string")
+            for qa in _list(paragraph, "qas", where):
+                example = _read_question(path, qa, context, where)
+                if example.qid in seen:
+                    raise DataError(f"{path}: question {example.qid}: the id appears twice")
+                seen.add(example.qid)
+                has_impossible |= example.is_impossible
+                examples.append(example)
+    if not examples:
+        raise DataError(f"{path}: no questions")
+    is_v2 = has_impossible or str(dataset.get("version", "")).lstrip("v").startswith("2")
+    return examples, is_v2
+
+
+def _list(obj, key, where):
+    value = obj.get(key) if isinstance(obj, dict) else None
+    if not isinstance(value, list):
+        raise DataError(f"{where}: no \"{key}\" list")
+    return value
+
+
+def _read_question(path, qa, context, where):
+    qid = qa.get("id") if isinstance(qa, dict) else None
+    if not isinstance(qid, str) or not qid:
+        raise DataError(f"{where}: a question without an \"id\" string")
+    where = f"{path}: question {qid}"
+    question = qa.get("question")
+    if not isinstance(question, str) or not question.strip():
+        raise DataError(f"{where}: no \"question\" text")
+    impossible = qa.get("is_impossible", False)
+    if not isinstance(impossible, bool):
+        raise DataError(f"{where}: is_impossible is {impossible!r}, not true or false")
+    answers = []
+    for answer in _list(qa, "answers", where):
+        text = answer.get("text") if isinstance(answer, dict) else None
+        start = answer.get("answer_start") if isinstance(answer, dict) else None
+        if not isinstance(text, str) or not isinstance(start, int) or isinstance(start, bool):
+            raise DataError(f"{where}: an answer without a \"text\" string and an integer \"answer_start\"")
+        if not 0 <= start <= len(context) - len(text):
+            raise DataError(f"{where}: answer_start {start} puts {text!r} outside the context "
+                            f"({len(context)} characters)")
+        answers.append((text, start))
+    if impossible and answers:
+        raise DataError(f"{where}: is_impossible is true but it has {len(answers)} answers")
+    return SquadExample(qid, question, context, answers, impossible)
+
+
+def gold_answers(examples):
+    """{question id: [answer texts]} for squad_metric (an unanswerable question: [])."""
+    return {e.qid: [text for text, _ in e.answers] for e in examples}
+
+
+@dataclasses.dataclass
+class WindowConfig:
+    max_length: int = 384         # pieces per feature, [CLS] question [SEP] window [SEP]
+    doc_stride: int = 128         # pieces from one window's start to the next one's
+    max_query_length: int = 64    # question pieces kept (its first ones)
+
+    def window_size(self, question_pieces):
+        """Context pieces per window, checked against the stride."""
+        size = self.max_length - question_pieces - 3
+        if size < 1:
+            raise ValueError(f"max_length {self.max_length} leaves no room for the context after "
+                             f"{question_pieces} question pieces")
+        if not 1 <= self.doc_stride <= size:
+            raise ValueError(f"doc_stride {self.doc_stride} must be between 1 and the window "
+                             f"({size} context pieces with max_length {self.max_length}): a longer "
+                             "stride skips context")
+        return size
+
+
+@dataclasses.dataclass
+class SquadFeature:
+    example_index: int            # which example (position in the list given)
+    input_ids: list               # [CLS] question [SEP] window [SEP]
+    token_type_ids: list
+    context_start: int            # position of the window's first piece
+    offsets: list                 # per window piece: (start, end) characters in the context
+    is_max_context: list          # per window piece: this window gives it the most context
+    start_position: int = 0       # training label; 0 ([CLS]) when the answer is not inside
+    end_position: int = 0
+
+
+def window_starts(num_pieces, size, stride):
+    """Start of every window over ``num_pieces`` pieces: 0, stride, ... until one reaches the end."""
+    starts = [0]
+    while starts[-1] + size < num_pieces:
+        starts.append(starts[-1] + stride)
+    return starts
+
+
+def max_context_flags(start, length, starts, size, num_pieces):
+    """Google's ``_check_is_max_context`` for each piece of the window at ``start``: a piece in
+    several windows belongs to the one where min(left context, right context) + 0.01 * window
+    length is largest (the first such window on a tie)."""
+    flags = []
+    for position in range(start, start + length):
+        best, best_score = None, None
+        for s in starts:
+            n = min(size, num_pieces - s)
+            if s <= position < s + n:
+                score = min(position - s, s + n - 1 - position) + 0.01 * n
+                if best_score is None or score > best_score:
+                    best, best_score = s, score
+        flags.append(best == start)
+    return flags
+
+
+def context_pieces(tokenizer, context):
+    """(piece ids, character offsets) of a context."""
+    pieces, offsets = tokenizer.tokenize_with_offsets(context)
+    return tokenizer.convert_tokens_to_ids(pieces), offsets
+
+
+def example_features(tokenizer, example, example_index, config: WindowConfig, with_labels=False, context=None):
+    """Every window of one example as a SquadFeature. ``context``: its ``context_pieces``, if
+    already made (the questions of a paragraph share them)."""
+    question = tokenizer.encode_ids(example.question)[:config.max_query_length]
+    size = config.window_size(len(question))
+    ids, offsets = context or context_pieces(tokenizer, example.context)
+    starts = window_starts(len(ids), size, config.doc_stride)
+    answer = None
+    if with_labels and not example.is_impossible and example.answers:
+        text, char_start = example.answers[0]
+        answer = (char_start, char_start + len(text))
+    head = [tokenizer.cls_token_id] + question + [tokenizer.sep_token_id]
+    features = []
+    for start in starts:
+        length = min(size, len(ids) - start)
+        feature = SquadFeature(
+            example_index, head + ids[start:start + length] + [tokenizer.sep_token_id],
+            [0] * len(head) + [1] * (length + 1), len(head), offsets[start:start + length],
+            max_context_flags(start, length, starts, size, len(ids)))
+        if answer is not None:
+            feature.start_position, feature.end_position = answer_positions(feature, *answer)
+        features.append(feature)
+    return features
+
+
+def answer_positions(feature, char_start, char_end):
+    """Positions of the first and last piece of the answer [char_start, char_end) in the
+    feature, or (0, 0) ([CLS]) when the window does not hold all of it."""
+    spans = feature.offsets
+    nonempty = [i for i, (s, e) in enumerate(spans) if e > s]
+    if not nonempty or spans[nonempty[0]][0] > char_start or spans[nonempty[-1]][1] < char_end:
+        return 0, 0
+    first = next(i for i in nonempty if spans[i][1] > char_start)
+    last = max(i for i in nonempty if spans[i][0] < char_end)
+    return feature.context_start + first, feature.context_start + last
+
+
+def iter_features(tokenizer, examples, config: WindowConfig, with_labels=False):
+    """All features, example after example (a generator: nothing is held beyond one example).
+    A paragraph's questions follow each other in SQuAD files, so its context is tokenized once."""
+    last_context, context = None, None
+    for index, example in enumerate(examples):
+        if example.context != last_context:
+            last_context, context = example.context, context_pieces(tokenizer, example.context)
+        yield from example_features(tokenizer, example, index, config, with_labels, context)
+
+
+def batch(features, pad_id, length: Optional[int] = None):
+    """Features -> dict of int32 arrays: input_ids, token_type_ids, attention_mask ``[B, S]``
+    and start_positions, end_positions ``[B]``."""
+    input_ids, token_type_ids, attention_mask = pad_with_types(
+        [f.input_ids for f in features], [f.token_type_ids for f in features], pad_id, length=length)
+    return {"input_ids": input_ids, "token_type_ids": token_type_ids, "attention_mask": attention_mask,
+            "start_positions": np.array([f.start_position for f in features], np.int32),
+            "end_positions": np.array([f.end_position for f in features], np.int32)}
