@@ -24,7 +24,8 @@ sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
 
 import numpy as np  # noqa: E402
 
-from checkpoint_writers import torch_pickle, write_raw_safetensors, write_safetensors, write_torch_zip  # noqa: E402
+from checkpoint_writers import (opcode, torch_pickle, write_raw_safetensors, write_safetensors,  # noqa: E402
+                                write_torch_zip)
 from test_safety import KILL_BETWEEN_RENAMES  # noqa: E402
 from test_scripts import TINY_MODEL  # noqa: E402
 from albert_min import convert as cv, formats  # noqa: E402
@@ -270,7 +271,8 @@ def cases():
                     {"0": np.float32([1.0])}, os.path.join(stride0, "pytorch_model.bin"))
     numel = 500_000_000
     with zipfile.ZipFile(os.path.join(bomb, "pytorch_model.bin"), "w", zipfile.ZIP_DEFLATED) as z:
-        z.writestr("archive/data.pkl", torch_pickle([("w", "0", "FloatStorage", numel, 0, (numel,), (1,))]))
+        z.writestr("archive/data.pkl", torch_pickle([("w", "0", "FloatStorage", numel, 0, (numel,), (1,))]),
+                   compress_type=zipfile.ZIP_STORED)
         with z.open("archive/data/0", "w", force_zip64=True) as f:
             for _ in range(4 * numel >> 24):
                 f.write(bytes(1 << 24))
@@ -279,6 +281,20 @@ def cases():
         ["convert", stride0, p("10a", "out")], names=[stride0 + "/pytorch_model.bin"], cost=True)
     add("10b", f"convert: deflate bomb .bin ({size:.1f} MB file, 2 GB inflated)", ["convert", bomb, p("10b", "out")],
         names=[bomb + "/pytorch_model.bin"], cost=True)
+    # 10c/d (issue 24): a pickle opcode torch.save never writes, declaring 6 GiB; an array where a storage
+    # reference belongs (the message printed the whole array over three lines).
+    greedy, pid = source("10c", "src"), source("10d", "src")
+    write_torch_zip(b"\x80\x05" + opcode("BYTEARRAY8", 6 << 30, b"x") + b".", {},
+                    os.path.join(greedy, "pytorch_model.bin"))
+    entry = torch_pickle([("w", "0", "FloatStorage", 1600, 0, (40, 40), (40, 1))])[4:-2]
+    write_torch_zip(b"\x80\x02}(" + entry + b"q\x01" + opcode("BINUNICODE", 1, b"v") + b"(" +
+                    opcode("BINUNICODE", 40, b"albert.embeddings.word_embeddings.weight") + b"h\x01tQu.",
+                    {"0": np.zeros(1600, np.float32)}, os.path.join(pid, "pytorch_model.bin"))
+    add("10c", f"convert: a {os.path.getsize(os.path.join(greedy, 'pytorch_model.bin'))}-byte .bin whose pickle "
+        "declares a 6 GiB BYTEARRAY8", ["convert", greedy, p("10c", "out")],
+        names=[greedy + "/pytorch_model.bin", "BYTEARRAY8"], cost=True)
+    add("10d", "convert: .bin whose storage reference holds a 40x40 tensor", ["convert", pid, p("10d", "out")],
+        names=[pid + "/pytorch_model.bin", "array(shape=(40, 40)"])
     # 11. Byte flips in a .bin: an error naming the file, or (a field nobody reads) the same weights.
     raw = open(os.path.join(PRE, "pytorch_model.bin"), "rb").read()
     cv.convert(source("11", "src", weights=raw), p("11", "reference"))
@@ -324,6 +340,10 @@ def cases():
         check=intact(p("13h")))
     add("13i", "evaluate --output into a chmod 555 folder", evaluate(SST2_SMALL, "--output", read_only + "/preds.tsv"),
         expect=expect, note=note, names=[read_only] * (expect == "error"), lines=("accuracy",))
+    no_spiece = p("13k", "m")                      # issue 27: a converted TF checkpoint has no tokenizer
+    cv.convert(os.path.join(FIXTURES, "tiny_classifier_tf"), no_spiece)
+    add("13k", "evaluate: a converted TF checkpoint (no spiece.model)", evaluate(no_spiece),
+        names=[no_spiece + "/spiece.model", "--tokenizer spiece.model"])
     add("13j", "train --output inside a chmod 555 folder", train(os.path.join(read_only, "out")), expect=expect,
         note=note, names=[read_only] * (expect == "error"))
     # 14. NaN weights (refused when read); weights whose outputs overflow (refused after predicting).
