@@ -56,7 +56,8 @@ def test_sentence_pairs_use_both_segments(clf):
         probs = softmax(one_by_one(model, tokenizer, *item))
         assert result["label"] == f"LABEL_{probs.argmax()}"
         assert abs(result["score"] - probs.max()) < 1e-5
-    assert clf(PAIRS[1]) == mixed[2]
+    alone = clf(PAIRS[1])   # padded to its own length, not the batch's: equal to float32 rounding
+    assert alone["label"] == mixed[2]["label"] and abs(alone["score"] - mixed[2]["score"]) < 1e-6
     assert clf(PAIRS[1]) != clf(PAIRS[1][0])   # the second segment changes the answer
 
 
