@@ -184,6 +184,11 @@ class AlbertConfig:
         return embeddings + projection + distinct_attention * attention + distinct_ffn * ffn + pooler
 
     @property
+    def label_names(self) -> list:
+        """Names of the outputs 0..num_labels-1: ``id2label``'s, else Hugging Face's LABEL_0, LABEL_1, ..."""
+        return [(self.id2label or {}).get(i, f"LABEL_{i}") for i in range(self.num_labels)]
+
+    @property
     def head_size(self) -> int:
         return self.hidden_size // self.num_attention_heads
 

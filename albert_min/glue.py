@@ -32,7 +32,7 @@ from typing import Optional
 
 import numpy as np
 
-from .data import DataError, read_tsv, row_fields
+from .data import DataError, TextColumn, read_tsv, row_fields
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,7 +99,7 @@ class Examples:
     """One data file of a task, row by row."""
     task: Task
     path: str
-    texts: list                          # first (or only) text of each row
+    texts: list                          # first (or only) text of each row; a TextColumn (knows each path:line)
     text_pairs: Optional[list]           # second text, for pair tasks
     labels: Optional[list]               # label ids (int) or scores (float); None for a test file
     index: list                          # the file's index column, else the row number from 0
@@ -131,7 +131,7 @@ def read_examples(path: str, task: Task) -> Examples:
         text_at = [header.index(c) for c in task.text_columns]
         label_at = header.index(task.label_column) if task.label_column in header else None
         index_at = header.index(task.index_column) if task.index_column in header else None
-    texts, pairs, labels, index = [], [], [], []
+    texts, pairs, labels, index, sources = [], [], [], [], []
     for line_no, line in enumerate(lines[first - 1:], start=first):
         if not line.strip():
             continue
@@ -140,6 +140,7 @@ def read_examples(path: str, task: Task) -> Examples:
         if not any(row):
             raise DataError(f"{path}:{line_no}: empty text")
         texts.append(row[0])
+        sources.append(f"{path}:{line_no}")
         if task.is_pair:
             pairs.append(row[1])
         if label_at is not None:
@@ -147,7 +148,7 @@ def read_examples(path: str, task: Task) -> Examples:
         index.append(fields[index_at].strip() if index_at is not None else str(len(index)))
     if not texts:
         raise DataError(f"{path}: no examples")
-    return Examples(task, path, texts, pairs if task.is_pair else None,
+    return Examples(task, path, TextColumn(texts, sources), pairs if task.is_pair else None,
                     labels if label_at is not None else None, index)
 
 
