@@ -73,7 +73,7 @@ class TextClassificationPipeline:
             raise PipelineError(f"expected a text, a (text, text_pair) tuple or a list of them, "
                                 f"got {type(inputs).__name__}")
         for i, item in enumerate(items):
-            check_item(item, None if single else i)
+            check_item(item, None if single else i, self.tokenizer)
         if not items:
             return []
         from .classify import predict_logits, softmax
@@ -99,14 +99,25 @@ class TextClassificationPipeline:
         return {"label": self.labels[best], "score": float(row[best])}
 
 
-def check_item(item, index):
-    """A non-empty text, or a tuple of two; anything else is an error naming the item."""
+def check_item(item, index, tokenizer):
+    """A non-empty text, or a tuple of two; anything else is an error naming the item.
+
+    Either text of a pair must keep a piece once normalised, as it must not be "";
+    a single text is checked where it is encoded (``data.encode_examples``).
+    """
     where = "input" if index is None else f"input {index}"
     if isinstance(item, tuple):
         if len(item) != 2:
             raise PipelineError(f"{where}: a sentence pair is a tuple of 2 texts, got {len(item)} items")
         for part, name in zip(item, ("text", "text_pair")):
             check_text(part, f"{where} ({name})")
+            try:
+                pieces = tokenizer.tokenize(part)
+            except AlbertMinError as err:   # the tokenizer's TokenizerError: a lone surrogate
+                raise PipelineError(f"{where} ({name}): {err}") from None
+            if not pieces:
+                raise PipelineError(f"{where} ({name}): empty text once normalised ({part[:40]!r}: only white "
+                                    "space, control, zero-width or combining characters)")
     else:
         check_text(item, where)
 
