@@ -191,8 +191,8 @@ def evaluate(args):
         raise DataError(f"--max-length {args.max_length} is more than {args.model}'s max_position_embeddings "
                         f"({config.max_position_embeddings}, config.json): pass at most "
                         f"{config.max_position_embeddings}")
-    warn_if_trained_on_another_task(args.model, task, args.data)
     examples = glue.read_examples(args.data, task)
+    warn_if_trained_on_another_task(args.model, task, args.data)
     if examples.labels is None and not args.output:
         raise DataError(f"{args.data} has no labels to score; pass --output to write its predictions")
     import mindspore as ms
@@ -237,11 +237,17 @@ def evaluate(args):
 def warn_if_trained_on_another_task(model_dir, task, data_path):
     """A model scored on another task's data (a single-sentence SST-2 model on RTE's pairs)
     gives numbers that mean little: say so on stderr, naming both tasks. The model's task is
-    what train.py recorded (train_metrics.json's "task"); nothing is said when it is unknown."""
+    what train.py recorded (train_metrics.json's "task"); nothing is said when it is unknown.
+    ``cls`` (any other sentence<TAB>label file) names no task, so it goes with any
+    single-sentence classifier (an SST-2 model on your own reviews), both ways."""
     from albert_min import glue
     trained_on = training_record(model_dir).get("task")
     if not isinstance(trained_on, str) or trained_on == task.name:
         return
+    single_sentence = {name for name, t in glue.TASKS.items() if not t.is_pair and not t.is_regression}
+    if "cls" in (trained_on, task.name) and {trained_on, task.name} <= single_sentence:
+        return
+
     def shape(name):
         known = glue.TASKS.get(name)
         return "" if known is None else " (sentence pairs)" if known.is_pair else " (single sentences)"

@@ -63,9 +63,14 @@ def test_a_model_scored_on_another_tasks_data_is_warned_about(tmp_path, capsys):
     # RTE's GLUE metric is accuracy: no F1/precision/recall of label 1 (not_entailment), but the confusion matrix.
     assert re.search(r"^accuracy +\d", out, re.M) and not re.search(r"^(f1|precision|recall) ", out, re.M)
     assert "(label 0 = entailment, label 1 = not_entailment)" in out
-    sst2 = write(tmp_path / "SST-2" / "dev.tsv", ["sentence\tlabel", "a mess .\t0", "superb acting .\t1"])
-    evaluate.main(["--model", SST2_SMALL, "--data", sst2, "--quiet"])
-    assert "warning" not in capsys.readouterr().err
+    # Its own task, and any sentence<TAB>label file (cls: no task named), go without a warning.
+    for folder in ("SST-2", "my-reviews"):
+        sst2 = write(tmp_path / folder / "dev.tsv", ["sentence\tlabel", "a mess .\t0", "superb acting .\t1"])
+        evaluate.main(["--model", SST2_SMALL, "--data", sst2, "--quiet"])
+        assert "warning" not in capsys.readouterr().err
+    cola = write(tmp_path / "CoLA" / "dev.tsv", ["gj04	1		a fine sentence .", "gj04	0	*	sentence fine a ."])
+    evaluate.main(["--model", SST2_SMALL, "--data", cola, "--quiet"])
+    assert f"warning: {SST2_SMALL} was trained on sst2 (single sentences), but {cola} is cola" in capsys.readouterr().err
 
 
 def test_max_length_past_the_models_positions_is_refused():
