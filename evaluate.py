@@ -185,12 +185,8 @@ def evaluate(args):
     if args.output:
         check_output_file(args.output)
     task = glue.get_task(args.task or glue.infer_task(args.data))
-    from albert_min.config import load_config
-    config = load_config(args.model)
-    if args.max_length is not None and args.max_length > config.max_position_embeddings:
-        raise DataError(f"--max-length {args.max_length} is more than {args.model}'s max_position_embeddings "
-                        f"({config.max_position_embeddings}, config.json): pass at most "
-                        f"{config.max_position_embeddings}")
+    if args.max_length is not None:
+        check_max_length(args.max_length, args.model)
     examples = glue.read_examples(args.data, task)
     warn_if_trained_on_another_task(args.model, task, args.data)
     if examples.labels is None and not args.output:
@@ -232,6 +228,15 @@ def evaluate(args):
     else:
         print(format_report(metrics, args.model, args.data, metrics["examples_per_s"], task))
     return metrics
+
+
+def check_max_length(max_length, model_dir):
+    """--max-length within the model's positions: beyond them there is nothing to evaluate with."""
+    from albert_min.config import ConfigError, load_config
+    positions = load_config(model_dir).max_position_embeddings
+    if max_length > positions:
+        raise ConfigError(f"--max-length {max_length} is more than {model_dir}'s max_position_embeddings "
+                          f"({positions}, config.json): pass at most {positions}")
 
 
 def warn_if_trained_on_another_task(model_dir, task, data_path):
