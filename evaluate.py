@@ -6,10 +6,15 @@
 The task (--task, else from the folder name, else a generic sentence<TAB>label
 TSV) decides the file layout and GLUE's metrics: Matthews correlation (CoLA),
 F1 and accuracy (MRPC, QQP), Pearson and Spearman (STS-B), accuracy (the rest).
-Binary tasks also get precision, recall (positive = label 1) and the confusion
-matrix. --json prints the metrics as JSON instead of the table; --output writes
-the predictions in GLUE's submission layout (index<TAB>prediction), also for a
-test file without labels.
+Binary tasks also get the confusion matrix, and precision, recall and F1 of
+label 1 where it is a positive class (not the inference tasks RTE, QNLI, WNLI,
+whose label 1 is not_entailment or entailment: accuracy alone, as GLUE reports).
+The table prints percent; --json prints fractions (0.8142), and says so with
+"scale": "fraction". A metric the data leaves undefined (precision with no
+positive prediction, a correlation with constant predictions) prints as n/a with
+the reason (JSON: null, the reason under "notes"). --output writes the
+predictions in GLUE's submission layout (index<TAB>prediction), also for a test
+file without labels.
 """
 
 import argparse
@@ -22,35 +27,86 @@ from albert_min import arguments as num
 # MindSpore logs WARNINGs (deprecations, compile-cache misses) to stderr; errors only, unless the user sets GLOG_v.
 os.environ.setdefault("GLOG_v", "3")
 
-HOW_TO_GET_A_MODEL = """\
-error: no model given (--model weights/DIR).
-A model folder holds config.json, model.ckpt and spiece.model. To get one:
-  * train a small one from scratch on SST-2 (about 30 min on 2 CPU cores):
-      python train.py --train ../shared/data/sst2/train.tsv --dev ../shared/data/sst2/dev.tsv --output weights/sst2-small
-  * or convert a public ALBERT checkpoint fine-tuned on SST-2 (pytorch_model.bin,
-    model.safetensors or a TF model.ckpt-*), without torch or tensorflow:
-      python -m albert_min.convert path/to/checkpoint weights/albert-sst2
-    (a pre-trained-only checkpoint must then be fine-tuned: train.py --init weights/DIR)"""
+WEIGHTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "weights")
+TRAINING_METRICS = "train_metrics.json"   # what train.py records next to the model it keeps
+
+
+def how_to_get_a_model(weights=WEIGHTS):
+    """The message for a run without --model: the model folders ready in ``weights`` first
+    (with the dev accuracy training recorded), then how to train or convert one, into a
+    folder that does not exist yet (train.py refuses to replace one without --force)."""
+    lines = ["error: no model given (--model DIR).",
+             "A model folder holds config.json, model.ckpt and spiece.model."]
+    ready = []
+    for name in sorted(os.listdir(weights)) if os.path.isdir(weights) else []:
+        folder = os.path.join(weights, name)
+        record = training_record(folder) if os.path.isfile(os.path.join(folder, "model.ckpt")) else {}
+        if isinstance(record.get("dev_accuracy"), float):   # a classifier train.py kept by its dev score
+            task = f" on {record['task']}" if isinstance(record.get("task"), str) else ""
+            ready.append((f"python evaluate.py --model {os.path.relpath(folder)}",
+                          f"(trained{task}: dev accuracy {100 * record['dev_accuracy']:.2f})"))
+    if ready:
+        width = max(len(command) for command, _ in ready)
+        lines += ["Ready in this clone (SST-2 dev is --data's default):"]
+        lines += [f"  {command:<{width}}  {note}" for command, note in ready]
+    output = os.path.join(os.path.relpath(weights), "sst2-mine")
+    suffix = 1
+    while os.path.exists(output) or os.path.exists(output + ".state"):
+        suffix += 1
+        output = os.path.join(os.path.relpath(weights), f"sst2-mine-{suffix}")
+    lines += [
+        "To make one:" if ready else "To get one:",
+        "  * train a small one from scratch on SST-2 (about 20 min on 2 CPU cores), as the README does:",
+        "      python train.py --train ../shared/data/sst2/train.tsv --dev ../shared/data/sst2/dev.tsv "
+        f"--dropout 0.2 --eval-every 300 --output {output}",
+        "  * or convert a public ALBERT checkpoint fine-tuned on SST-2 (pytorch_model.bin,",
+        "    model.safetensors or a TF model.ckpt-*), without torch or tensorflow:",
+        "      python -m albert_min.convert path/to/checkpoint weights/albert-sst2",
+        "    (a pre-trained-only checkpoint must then be fine-tuned: train.py --init weights/DIR)"]
+    return "\n".join(lines)
+
+
+def training_record(model_dir):
+    """The record train.py kept with the model (its train_metrics.json), {} when there is none
+    or it is not a JSON object: used for messages and checks only, never for a score."""
+    from albert_min.config import ConfigError, read_json_object
+    path = os.path.join(model_dir, TRAINING_METRICS)
+    try:
+        return read_json_object(path) if os.path.isfile(path) else {}
+    except ConfigError:
+        return {}
 
 
 def parse_args(argv=None):
+    return build_parser().parse_args(argv)
+
+
+def build_parser():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", help="model folder (config.json, model.ckpt, spiece.model)")
+    p.add_argument("--model", help="model folder (config.json, model.ckpt, spiece.model) "
+                                    "(default: none; lists the folders ready in weights/)")
     from albert_min.glue import TASK_NAMES
     p.add_argument("--data", default=os.path.join("..", "shared", "data", "sst2", "dev.tsv"),
                    help="a GLUE task's TSV in its official layout (default: %(default)s)")
     p.add_argument("--task", choices=TASK_NAMES,
                    help="the data's task (default: from its folder name, else cls: sentence<TAB>label)")
-    p.add_argument("--batch-size", type=num.positive_int, default=64)
+    p.add_argument("--batch-size", type=num.positive_int, default=64,
+                   help="examples per forward pass at lengths of 64 and more; shorter buckets take more "
+                        "(default: %(default)s)")
     p.add_argument("--max-length", type=num.max_length, default=None,
-                   help="tokens per sentence incl. [CLS]/[SEP] (default: what train.py used, else 128)")
-    p.add_argument("--output", help="write predictions here in GLUE's submission layout: index<TAB>prediction")
-    p.add_argument("--json", action="store_true", help="print the metrics as JSON")
-    p.add_argument("--no-jit", action="store_true", help="PyNative instead of a compiled graph")
+                   help="tokens per example incl. [CLS]/[SEP], at most the model's max_position_embeddings "
+                        "(default: what train.py used, else 128)")
+    p.add_argument("--output", help="write predictions here in GLUE's submission layout: index<TAB>prediction "
+                                    "(default: none written)")
+    p.add_argument("--json", action="store_true",
+                   help="print the metrics as JSON, as fractions (0.8142; the table prints percent, 81.42), "
+                        'marked "scale": "fraction"; undefined metrics are null (default: the table)')
+    p.add_argument("--no-jit", action="store_true",
+                   help="PyNative instead of a compiled graph (default: compiled)")
     p.add_argument("--no-compile-cache", action="store_true",
-                   help="do not keep compiled graphs in $ALBERT_MIN_CACHE (default ~/.cache/albert_min/compile)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    return p.parse_args(argv)
+                   help="do not keep compiled graphs in $ALBERT_MIN_CACHE (default: kept, in ~/.cache/albert_min/compile)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar (default: a progress bar on stderr)")
+    return p
 
 
 REPORTED = ("accuracy", "f1", "precision", "recall", "matthews", "pearson", "spearman")
@@ -64,8 +120,11 @@ def format_report(metrics, model_dir, data_path, speed, task=None):
         lines.append(f"task:  {task.name}")
     lines.append("")
     order = (task.metrics if task is not None else ()) + REPORTED
+    notes = metrics.get("notes", {})
     for name in dict.fromkeys(k for k in order if k in metrics):
-        lines.append(f"{name:<10} {100 * metrics[name]:6.2f}")
+        value = metrics[name]
+        lines.append(f"{name:<10} {'n/a':>6}  ({notes.get(name, 'undefined')})" if value is None
+                     else f"{name:<10} {100 * value:6.2f}")
     if "confusion" in metrics:
         c = metrics["confusion"]
         lines += ["", "confusion    pred 0  pred 1",
@@ -107,7 +166,7 @@ def write_predictions(path, index, predictions):
 def main(argv=None):
     args = parse_args(argv)
     if not args.model:
-        sys.exit(HOW_TO_GET_A_MODEL)
+        sys.exit(how_to_get_a_model())
     from albert_min.errors import AlbertMinError
     try:
         return evaluate(args)
@@ -128,7 +187,10 @@ def evaluate(args):
     if args.output:
         check_output_file(args.output)
     task = glue.get_task(args.task or glue.infer_task(args.data))
+    if args.max_length is not None:
+        check_max_length(args.max_length, args.model)
     examples = glue.read_examples(args.data, task)
+    warn_if_trained_on_another_task(args.model, task, args.data)
     if examples.labels is None and not args.output:
         raise DataError(f"{args.data} has no labels to score; pass --output to write its predictions")
     import mindspore as ms
@@ -164,11 +226,41 @@ def evaluate(args):
     metrics = {"task": task.name, **glue.evaluation_metrics(task, examples.labels, logits)}
     metrics["examples_per_s"] = len(examples) / seconds
     if args.json:
-        # JSON has no NaN: an undefined correlation (constant predictions) is null.
-        print(json.dumps({k: None if isinstance(v, float) and v != v else v for k, v in metrics.items()}, indent=2))
+        print(json.dumps({**metrics, "scale": "fraction"}, indent=2))
     else:
         print(format_report(metrics, args.model, args.data, metrics["examples_per_s"], task))
     return metrics
+
+
+def check_max_length(max_length, model_dir):
+    """--max-length within the model's positions: beyond them there is nothing to evaluate with."""
+    from albert_min.config import ConfigError, load_config
+    positions = load_config(model_dir).max_position_embeddings
+    if max_length > positions:
+        raise ConfigError(f"--max-length {max_length} is more than {model_dir}'s max_position_embeddings "
+                          f"({positions}, config.json): pass at most {positions}")
+
+
+def warn_if_trained_on_another_task(model_dir, task, data_path):
+    """A model scored on another task's data (a single-sentence SST-2 model on RTE's pairs)
+    gives numbers that mean little: say so on stderr, naming both tasks. The model's task is
+    what train.py recorded (train_metrics.json's "task"); nothing is said when it is unknown.
+    ``cls`` (any other sentence<TAB>label file) names no task, so it goes with any
+    single-sentence classifier (an SST-2 model on your own reviews), both ways."""
+    from albert_min import glue
+    trained_on = training_record(model_dir).get("task")
+    if not isinstance(trained_on, str) or trained_on == task.name:
+        return
+    single_sentence = {name for name, t in glue.TASKS.items() if not t.is_pair and not t.is_regression}
+    if "cls" in (trained_on, task.name) and {trained_on, task.name} <= single_sentence:
+        return
+
+    def shape(name):
+        known = glue.TASKS.get(name)
+        return "" if known is None else " (sentence pairs)" if known.is_pair else " (single sentences)"
+    print(f"warning: {model_dir} was trained on {trained_on}{shape(trained_on)}, but {data_path} is "
+          f"{task.name}{shape(task.name)}; its scores on it may mean little (pass --task if the data's task "
+          f"is not {task.name})", file=sys.stderr)
 
 
 def check_model_fits_task(config, task, examples, model_dir):

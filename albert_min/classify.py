@@ -1,4 +1,4 @@
-"""Sentence classification in eval mode, and the metrics the paper reports."""
+"""Sentence classification in eval mode: batched, bucketed prediction (metrics: albert_min.glue)."""
 
 import contextlib
 import hashlib
@@ -101,22 +101,6 @@ def predict(model, tokenizer, sentences, batch_size=64, max_length=128, use_jit=
     logits, seconds = predict_logits(model, tokenizer, sentences, None, batch_size, max_length, use_jit, progress,
                                      cache_dir)
     return softmax(logits), seconds
-
-
-def binary_metrics(labels, predictions, positive=1):
-    """Accuracy, precision, recall, F1 (for ``positive``) and the confusion matrix."""
-    labels, predictions = np.asarray(labels), np.asarray(predictions)
-    if labels.shape != predictions.shape or labels.size == 0:
-        raise ValueError(f"need as many predictions as labels, got {predictions.shape} vs {labels.shape}")
-    tp = int(((predictions == positive) & (labels == positive)).sum())
-    fp = int(((predictions == positive) & (labels != positive)).sum())
-    fn = int(((predictions != positive) & (labels == positive)).sum())
-    tn = int(((predictions != positive) & (labels != positive)).sum())
-    precision = tp / (tp + fp) if tp + fp else 0.0
-    recall = tp / (tp + fn) if tp + fn else 0.0
-    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    return {"accuracy": (tp + tn) / labels.size, "f1": f1, "precision": precision, "recall": recall,
-            "confusion": {"tp": tp, "fp": fp, "fn": fn, "tn": tn}, "examples": int(labels.size)}
 
 
 def predict_logits(model, tokenizer, texts, text_pairs=None, batch_size=64, max_length=128, use_jit=True,

@@ -144,8 +144,8 @@ class AlbertConfig:
             raise ConfigError(f"group_mapping {self.group_mapping!r} is not one of {GROUP_MAPPINGS}")
         if self.initializer_range < 0:
             raise ConfigError(f"initializer_range must be >= 0, got {self.initializer_range!r}")
-        if self.estimated_parameters() > MAX_PARAMETERS:
-            raise ConfigError(f"these sizes make a model of about {self.estimated_parameters():.3g} parameters, "
+        if self.parameter_count() > MAX_PARAMETERS:
+            raise ConfigError(f"these sizes make a model of about {self.parameter_count():.3g} parameters, "
                               f"more than {MAX_PARAMETERS:.3g}; check vocab_size, hidden_size, "
                               "intermediate_size and num_hidden_groups")
         if self.problem_type is not None and self.problem_type not in PROBLEM_TYPES:
@@ -161,12 +161,32 @@ class AlbertConfig:
         """One score per example with MSE loss, as HF decides it."""
         return self.problem_type == "regression" or (self.problem_type is None and self.num_labels == 1)
 
-    def estimated_parameters(self) -> int:
-        """Roughly how many weights this config builds (embeddings + every distinct layer)."""
-        h, i = self.hidden_size, self.intermediate_size
-        embeddings = (self.vocab_size + self.max_position_embeddings + self.type_vocab_size) * self.embedding_size
-        layer = 4 * h * h + 2 * h * i
-        return embeddings + self.embedding_size * h + self.num_hidden_groups * self.inner_group_num * layer
+    def parameter_count(self) -> int:
+        """Parameters of ``AlbertModel`` (embeddings, E->H projection, the distinct layers,
+        pooler; no task head) for this config, computed without building it: the paper's
+        Table 1 and Table 4, and a bound on hostile configs before any memory is taken.
+
+        ``cross_layer_sharing`` decides how many attention and feed-forward sub-blocks
+        exist: one of each for "all" times the group layers (``num_hidden_groups *
+        inner_group_num``), one per loop for "none", one shared attention with a
+        feed-forward per loop for "attention", and the other way round for "ffn".
+        """
+        V, E, H, I = self.vocab_size, self.embedding_size, self.hidden_size, self.intermediate_size
+        embeddings = (V + self.max_position_embeddings + self.type_vocab_size) * E + 2 * E   # + LayerNorm
+        projection = E * H + H
+        attention = 4 * (H * H + H) + 2 * H                  # query, key, value, output dense + LayerNorm
+        ffn = (H * I + I) + (I * H + H) + 2 * H              # two dense + LayerNorm
+        sharing = self.cross_layer_sharing
+        layers = self.num_hidden_groups * self.inner_group_num if sharing == "all" else self.num_hidden_layers
+        distinct_attention = 1 if sharing == "attention" else layers
+        distinct_ffn = 1 if sharing == "ffn" else layers
+        pooler = H * H + H
+        return embeddings + projection + distinct_attention * attention + distinct_ffn * ffn + pooler
+
+    @property
+    def label_names(self) -> list:
+        """Names of the outputs 0..num_labels-1: ``id2label``'s, else Hugging Face's LABEL_0, LABEL_1, ..."""
+        return [(self.id2label or {}).get(i, f"LABEL_{i}") for i in range(self.num_labels)]
 
     @property
     def head_size(self) -> int:
@@ -244,6 +264,12 @@ PRESETS = {
     "bert-large": dict(vocab_size=30000, embedding_size=1024, hidden_size=1024, num_hidden_layers=24,
                        num_hidden_groups=24, num_attention_heads=16, intermediate_size=4096, hidden_act="gelu"),
 }
+
+# The paper's Table 4: ALBERT-base (L=12, H=768) parameters by E and cross_layer_sharing, as printed
+# (millions, rounded). AlbertConfig.parameter_count gives 12 / 64 / 38 / 90 and 32 / 84 / 58 / 110:
+# within 1.7M of each (the not-shared rows are BERT-base's 108M, which the paper's Table 1 also prints).
+TABLE4_PARAMETERS = {(768, "all"): 31e6, (768, "attention"): 83e6, (768, "ffn"): 57e6, (768, "none"): 108e6,
+                     (128, "all"): 12e6, (128, "attention"): 64e6, (128, "ffn"): 38e6, (128, "none"): 89e6}
 
 
 MAX_JSON_BYTES = 16 << 20   # a config.json is a few hundred bytes; HF's largest id2label maps are ~1 MB

@@ -17,6 +17,22 @@ class DataError(AlbertMinError):
 
 
 # ------------------------------------------------------------------- TSV input
+class TextColumn(list):
+    """A file's texts, each knowing the ``path:line`` it came from (``sources``).
+
+    Some rows can only be refused once tokenized (``encode_examples``: text that
+    normalises to nothing); the readers return their texts as a TextColumn so that
+    error still names the row's line, through every caller that passes the texts on.
+    A plain list works wherever a TextColumn does; errors then name "example i".
+    """
+
+    def __init__(self, texts, sources):
+        super().__init__(texts)
+        self.sources = list(sources)
+        if len(self.sources) != len(self):
+            raise ValueError(f"{len(self)} texts but {len(self.sources)} sources")
+
+
 def text_lines(path):
     """Yield ``(line number, line without its end-of-line)`` of a UTF-8 text file.
 
@@ -52,7 +68,7 @@ def read_tsv(path, text_column="sentence", label_column="label", require_labels=
     """
     if not os.path.isfile(path):
         raise FileNotFoundError(f"data file not found: {path}")
-    sentences, labels = [], []
+    sentences, labels, sources = [], [], []
     lines = text_lines(path)
     header = next(lines, (1, ""))[1].split("\t")
     if text_column not in header:
@@ -69,6 +85,7 @@ def read_tsv(path, text_column="sentence", label_column="label", require_labels=
         if not text:
             raise DataError(f"{path}:{line_no}: empty {text_column!r}")
         sentences.append(text)
+        sources.append(f"{path}:{line_no}")
         if label_at is not None:
             try:
                 labels.append(int(fields[label_at]))
@@ -76,7 +93,7 @@ def read_tsv(path, text_column="sentence", label_column="label", require_labels=
                 raise DataError(f"{path}:{line_no}: label {fields[label_at]!r} is not an integer") from None
     if not sentences:
         raise DataError(f"{path}: no examples after the header")
-    return sentences, (labels if label_at is not None else None)
+    return TextColumn(sentences, sources), (labels if label_at is not None else None)
 
 
 def check_labels(labels, num_labels, path):
@@ -181,11 +198,29 @@ def encode_examples(tokenizer, texts, text_pairs, max_length):
     """Token ids and token type ids per example, ``[CLS] a [SEP]`` or ``[CLS] a [SEP] b [SEP]``
     (type 0 up to the first [SEP], 1 after), pairs truncated longest-first to max_length.
 
+    A row whose texts are all empty once the tokenizer has normalised them (white space,
+    control, zero-width or combining characters only: ``"\\u200b"``, ``"\\x01"``, a lone
+    accent) would be ``[CLS] [SEP]`` like ``""``, which the readers refuse; it is a DataError
+    naming the row (``path:line`` for a ``TextColumn``, else "example i"), and so is text
+    the tokenizer refuses (a lone surrogate).
     Returns (ids, types): two lists of int lists.
     """
     pairs = text_pairs if text_pairs is not None else [None] * len(texts)
-    encoded = [tokenizer.encode(a, b, max_length=max_length) for a, b in zip(texts, pairs)]
-    return [e["input_ids"] for e in encoded], [e["token_type_ids"] for e in encoded]
+    sources = getattr(texts, "sources", None)
+    ids, types = [], []
+    for i, (a, b) in enumerate(zip(texts, pairs)):
+        where = sources[i] if sources is not None else f"example {i}"
+        try:
+            e = tokenizer.encode(a, b, max_length=max_length)
+        except AlbertMinError as err:   # the tokenizer's TokenizerError
+            raise DataError(f"{where}: {err}") from None
+        if len(e["input_ids"]) == (2 if b is None else 3):   # nothing but [CLS] [SEP] ([SEP])
+            shown = " and ".join(repr(t[:40]) for t in (a, b) if t is not None)
+            raise DataError(f"{where}: empty text once normalised ({shown}: only white space, control, "
+                            "zero-width or combining characters)")
+        ids.append(e["input_ids"])
+        types.append(e["token_type_ids"])
+    return ids, types
 
 
 def pad_with_types(rows, types, pad_id, length=None, num_rows=None):

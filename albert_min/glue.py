@@ -32,7 +32,7 @@ from typing import Optional
 
 import numpy as np
 
-from .data import DataError, read_tsv, row_fields
+from .data import DataError, TextColumn, read_tsv, row_fields
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,6 +44,10 @@ class Task:
     label_names: Optional[tuple]         # label strings in id order; None: regression (stsb) or integers (cls)
     metrics: tuple                       # GLUE's metrics; the first one picks the best model in train.py
     index_column: Optional[str] = "index"
+    # Whether label 1 is a "positive" class whose precision, recall and F1 mean something (sst2:
+    # positive sentiment, cola: acceptable, mrpc/qqp: paraphrase). Not for the inference tasks:
+    # there label 1 is not_entailment (wnli: entailment), and GLUE reports accuracy alone.
+    positive_class: bool = True
 
     @property
     def is_pair(self) -> bool:
@@ -68,10 +72,10 @@ TASKS = {t.name: t for t in (
     Task("stsb", "STS-B", ("sentence1", "sentence2"), "score", None, ("pearson", "spearman")),
     Task("qqp", "QQP", ("question1", "question2"), "is_duplicate", _BINARY, ("f1", "accuracy"), index_column="id"),
     Task("mnli", "MNLI", ("sentence1", "sentence2"), "gold_label", ("contradiction", "entailment", "neutral"),
-         ("accuracy",)),
-    Task("qnli", "QNLI", ("question", "sentence"), "label", _NLI2, ("accuracy",)),
-    Task("rte", "RTE", ("sentence1", "sentence2"), "label", _NLI2, ("accuracy",)),
-    Task("wnli", "WNLI", ("sentence1", "sentence2"), "label", _BINARY, ("accuracy",)),
+         ("accuracy",), positive_class=False),
+    Task("qnli", "QNLI", ("question", "sentence"), "label", _NLI2, ("accuracy",), positive_class=False),
+    Task("rte", "RTE", ("sentence1", "sentence2"), "label", _NLI2, ("accuracy",), positive_class=False),
+    Task("wnli", "WNLI", ("sentence1", "sentence2"), "label", _BINARY, ("accuracy",), positive_class=False),
     # albert_min's generic single-sentence TSV: header sentence<TAB>label, integer labels.
     Task("cls", "", ("sentence",), "label", None, ("accuracy",), index_column=None),
 )}
@@ -99,7 +103,7 @@ class Examples:
     """One data file of a task, row by row."""
     task: Task
     path: str
-    texts: list                          # first (or only) text of each row
+    texts: list                          # first (or only) text of each row; a TextColumn (knows each path:line)
     text_pairs: Optional[list]           # second text, for pair tasks
     labels: Optional[list]               # label ids (int) or scores (float); None for a test file
     index: list                          # the file's index column, else the row number from 0
@@ -131,7 +135,7 @@ def read_examples(path: str, task: Task) -> Examples:
         text_at = [header.index(c) for c in task.text_columns]
         label_at = header.index(task.label_column) if task.label_column in header else None
         index_at = header.index(task.index_column) if task.index_column in header else None
-    texts, pairs, labels, index = [], [], [], []
+    texts, pairs, labels, index, sources = [], [], [], [], []
     for line_no, line in enumerate(lines[first - 1:], start=first):
         if not line.strip():
             continue
@@ -140,6 +144,7 @@ def read_examples(path: str, task: Task) -> Examples:
         if not any(row):
             raise DataError(f"{path}:{line_no}: empty text")
         texts.append(row[0])
+        sources.append(f"{path}:{line_no}")
         if task.is_pair:
             pairs.append(row[1])
         if label_at is not None:
@@ -147,7 +152,7 @@ def read_examples(path: str, task: Task) -> Examples:
         index.append(fields[index_at].strip() if index_at is not None else str(len(index)))
     if not texts:
         raise DataError(f"{path}: no examples")
-    return Examples(task, path, texts, pairs if task.is_pair else None,
+    return Examples(task, path, TextColumn(texts, sources), pairs if task.is_pair else None,
                     labels if label_at is not None else None, index)
 
 
@@ -195,40 +200,59 @@ def model_label_order(task: Task, id2label: Optional[dict]) -> Optional[list]:
 
 
 # ---------------------------------------------------------------------- metrics
+# Fractions, not percent. A metric the data leaves undefined (0/0: precision with no
+# positive prediction, a correlation with a constant side) is None, never a number
+# that reads as a score; the dicts below then carry "notes": {metric: why}
+# (evaluate.py prints "n/a (why)", JSON null).
 def accuracy(labels, predictions) -> float:
     labels, predictions = _paired(labels, predictions)
     return float((labels == predictions).mean())
 
 
-def f1_score(labels, predictions, positive=1) -> float:
-    """F1 of class ``positive``; 0.0 when it is never predicted and never true."""
+def confusion(labels, predictions, positive=1) -> dict:
+    """Counts of true/false positives/negatives for class ``positive``."""
     labels, predictions = _paired(labels, predictions)
-    tp = int(((predictions == positive) & (labels == positive)).sum())
-    fp = int(((predictions == positive) & (labels != positive)).sum())
-    fn = int(((predictions != positive) & (labels == positive)).sum())
-    return 2 * tp / (2 * tp + fp + fn) if tp else 0.0
+    yes, true = predictions == positive, labels == positive
+    return {"tp": int((yes & true).sum()), "fp": int((yes & ~true).sum()),
+            "fn": int((~yes & true).sum()), "tn": int((~yes & ~true).sum())}
 
 
-def matthews_corrcoef(labels, predictions) -> float:
-    """Binary Matthews correlation (tp*tn - fp*fn) / sqrt(...); 0.0 when a
-    margin is empty, e.g. one class predicted for everything (sklearn's convention,
-    which GLUE's scorer uses)."""
-    labels, predictions = _paired(labels, predictions)
-    tp = float(((predictions == 1) & (labels == 1)).sum())
-    tn = float(((predictions == 0) & (labels == 0)).sum())
-    fp = float(((predictions == 1) & (labels == 0)).sum())
-    fn = float(((predictions == 0) & (labels == 1)).sum())
+def precision(labels, predictions, positive=1) -> Optional[float]:
+    """None when ``positive`` is never predicted."""
+    c = confusion(labels, predictions, positive)
+    return c["tp"] / (c["tp"] + c["fp"]) if c["tp"] + c["fp"] else None
+
+
+def recall(labels, predictions, positive=1) -> Optional[float]:
+    """None when no label is ``positive``."""
+    c = confusion(labels, predictions, positive)
+    return c["tp"] / (c["tp"] + c["fn"]) if c["tp"] + c["fn"] else None
+
+
+def f1_score(labels, predictions, positive=1) -> Optional[float]:
+    """F1 of class ``positive``, 2tp / (2tp + fp + fn): 0 when it is predicted or true but never
+    both; None when it is never predicted and never true."""
+    c = confusion(labels, predictions, positive)
+    return 2 * c["tp"] / (2 * c["tp"] + c["fp"] + c["fn"]) if c["tp"] + c["fp"] + c["fn"] else None
+
+
+def matthews_corrcoef(labels, predictions) -> Optional[float]:
+    """Binary Matthews correlation (tp*tn - fp*fn) / sqrt(...); None when a margin is empty:
+    one class predicted for everything, or only one class in the labels (GLUE's scorer,
+    sklearn, counts that as 0)."""
+    c = {k: float(v) for k, v in confusion(labels, predictions).items()}
+    tp, tn, fp, fn = c["tp"], c["tn"], c["fp"], c["fn"]
     denominator = math.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
-    return (tp * tn - fp * fn) / denominator if denominator else 0.0
+    return (tp * tn - fp * fn) / denominator if denominator else None
 
 
-def pearson(labels, predictions) -> float:
-    """NaN when either side is constant: a correlation is then undefined."""
+def pearson(labels, predictions) -> Optional[float]:
+    """None when either side is constant: a correlation is then undefined."""
     return _correlation("pearsonr", labels, predictions)
 
 
-def spearman(labels, predictions) -> float:
-    """Pearson correlation of the ranks; ties get their average rank."""
+def spearman(labels, predictions) -> Optional[float]:
+    """Pearson correlation of the ranks; ties get their average rank. None as ``pearson``."""
     return _correlation("spearmanr", labels, predictions)
 
 
@@ -236,8 +260,34 @@ def _correlation(name, labels, predictions):
     import scipy.stats   # scipy comes with MindSpore; imported here to keep this module light
     labels, predictions = _paired(labels, predictions, float)
     if labels.size < 2 or np.ptp(labels) == 0 or np.ptp(predictions) == 0:
-        return math.nan
+        return None
     return float(getattr(scipy.stats, name)(labels, predictions)[0])
+
+
+def undefined_note(name, labels, predictions, positive=1) -> str:
+    """Why metric ``name`` is None on these labels and predictions, for the reader."""
+    labels, predictions = np.asarray(labels), np.asarray(predictions)
+    if name == "precision":
+        return f"no positive predictions (label {positive})"
+    if name == "recall":
+        return f"no positive labels (label {positive})"
+    if name == "f1":
+        return f"no positive labels or predictions (label {positive})"
+    if name == "matthews":
+        if len(np.unique(predictions)) < 2:
+            return "one class predicted for every example"
+        return "one class in every label"
+    if labels.size < 2:                                       # pearson, spearman
+        return "fewer than 2 examples"
+    return "constant predictions" if np.ptp(predictions) == 0 else "constant labels"
+
+
+def _noted(metrics, labels, predictions):
+    """``metrics`` with "notes": {name: why} for each undefined one (no key when none is)."""
+    notes = {name: undefined_note(name, labels, predictions) for name, value in metrics.items() if value is None}
+    if notes:
+        metrics["notes"] = notes
+    return metrics
 
 
 def _paired(labels, predictions, dtype=None):
@@ -252,30 +302,41 @@ METRICS = {"accuracy": accuracy, "f1": f1_score, "matthews": matthews_corrcoef,
 
 
 def compute_metrics(task: Task, labels, predictions) -> dict:
-    """GLUE's metrics for ``task`` (fractions, not percent) plus ``examples``."""
+    """GLUE's metrics for ``task`` plus ``examples`` (and ``notes`` for undefined ones)."""
     out = {name: METRICS[name](labels, predictions) for name in task.metrics}
     out["examples"] = len(labels)
-    return out
+    return _noted(out, labels, predictions)
+
+
+def binary_metrics(labels, predictions, positive=1) -> dict:
+    """Accuracy, F1, precision, recall (for ``positive``), the confusion matrix and ``examples``
+    (and ``notes`` for undefined ones)."""
+    out = {"accuracy": accuracy(labels, predictions), "f1": f1_score(labels, predictions, positive),
+           "precision": precision(labels, predictions, positive), "recall": recall(labels, predictions, positive),
+           "confusion": confusion(labels, predictions, positive), "examples": len(labels)}
+    return _noted(out, labels, predictions)
 
 
 def selection_score(task: Task, metrics: dict) -> float:
     """The number train.py keeps the best model by: the task's first metric. An
-    undefined correlation (constant predictions) ranks as the worst, -1."""
+    undefined one (None: constant predictions, say) ranks as the worst, -1."""
     score = metrics[task.metrics[0]]
-    return score if math.isfinite(score) else -1.0
+    return score if score is not None and math.isfinite(score) else -1.0
 
 
 def evaluation_metrics(task: Task, labels, logits) -> dict:
     """What train.py logs and evaluate.py reports, from the model's raw outputs
     ``[N, num_labels]`` (columns in the task's label order): GLUE's metrics for the
-    task; binary tasks also get accuracy, F1, precision, recall (positive = label 1)
-    and the confusion matrix, as albert_min has always reported for SST-2."""
+    task. Binary tasks also get the confusion matrix, and those whose label 1 is a
+    positive class (``Task.positive_class``) accuracy, F1, precision and recall of label 1,
+    as albert_min has always reported for SST-2."""
     logits = np.asarray(logits)
     if task.is_regression:
         return compute_metrics(task, labels, logits[:, 0])
     predictions = logits.argmax(-1)
-    metrics = compute_metrics(task, labels, predictions)
+    metrics = {k: v for k, v in compute_metrics(task, labels, predictions).items() if k != "notes"}
     if logits.shape[1] == 2:
-        from .classify import binary_metrics
-        metrics.update({k: v for k, v in binary_metrics(labels, predictions).items() if k not in metrics})
-    return metrics
+        extras = binary_metrics(labels, predictions) if task.positive_class else \
+            {"confusion": confusion(labels, predictions)}
+        metrics.update({k: v for k, v in extras.items() if k not in metrics and k != "notes"})
+    return _noted(metrics, labels, predictions)

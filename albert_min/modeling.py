@@ -491,29 +491,6 @@ def count_parameters(cell: nn.Cell) -> int:
     return sum(int(np.prod(p.shape)) for p in cell.trainable_params())
 
 
-def backbone_parameter_count(config: AlbertConfig) -> int:
-    """Parameters of ``AlbertModel`` for a config, computed without building it.
-
-    Lets us print the paper's Table 1 (xxlarge would need 1 GB to build).
-    """
-    V, E, H, I = config.vocab_size, config.embedding_size, config.hidden_size, config.intermediate_size
-    embeddings = (V + config.max_position_embeddings + config.type_vocab_size) * E + 2 * E
-    projection = E * H + H
-    attention = 4 * (H * H + H) + 2 * H
-    ffn = (H * I + I) + (I * H + H) + 2 * H
-    L, sharing = config.num_hidden_layers, config.cross_layer_sharing
-    distinct_layers = config.num_hidden_groups * config.inner_group_num if sharing == "all" else L
-    distinct_attention = 1 if sharing == "attention" else distinct_layers
-    distinct_ffn = 1 if sharing == "ffn" else distinct_layers
-    pooler = H * H + H
-    return embeddings + projection + distinct_attention * attention + distinct_ffn * ffn + pooler
-
-
-# The paper's Table 4: ALBERT-base (L=12, H=768) parameters by sharing strategy and E.
-TABLE4_PARAMETERS = {(768, "all"): 31e6, (768, "attention"): 83e6, (768, "ffn"): 57e6, (768, "none"): 108e6,
-                     (128, "all"): 12e6, (128, "attention"): 64e6, (128, "ffn"): 38e6, (128, "none"): 89e6}
-
-
 def parameter_table(names=("base", "large", "xlarge", "xxlarge", "bert-base", "bert-large")) -> str:
     """The paper's Table 1 as text: preset, shape, parameter count."""
     rows = [f"{'model':<11} {'L':>3} {'H':>5} {'E':>5} {'shared':>7} {'params':>9}"]
@@ -521,7 +498,7 @@ def parameter_table(names=("base", "large", "xlarge", "xxlarge", "bert-base", "b
         c = AlbertConfig.preset(name)
         shared = "all" if c.num_hidden_groups == 1 else "none"
         rows.append(f"{name:<11} {c.num_hidden_layers:>3} {c.hidden_size:>5} {c.embedding_size:>5} "
-                    f"{shared:>7} {backbone_parameter_count(c) / 1e6:>8.1f}M")
+                    f"{shared:>7} {c.parameter_count() / 1e6:>8.1f}M")
     return "\n".join(rows)
 
 

@@ -8,9 +8,11 @@
     clf(("A man plays a guitar.", "A man plays."))  # a pair -> [CLS] a [SEP] b [SEP]
 
 Everything comes from the model folder: the weights, the tokenizer
-(``spiece.model``), the label names (``config.json``'s ``id2label``) and the
+(``spiece.model``), the label names and problem type (``config.json``, as
+``AlbertConfig`` reads them: ``id2label``, else ``LABEL_0, LABEL_1, ...``) and the
 truncation length training used (``train_metrics.json``'s ``max_length``,
-else 128, never past ``max_position_embeddings``). ``score`` is the
+else 128, never past ``max_position_embeddings``). Prediction is
+``classify.predict_logits``, evaluate.py's path; ``score`` is the
 probability of the predicted label; a regression model (one output) returns
 ``{"score": value}`` instead.
 
@@ -20,33 +22,19 @@ This module imports MindSpore only when a pipeline is built, so that
 
 import os
 
-from .config import read_json_object
 from .errors import AlbertMinError
-
 
 
 class PipelineError(AlbertMinError):
     """Input the pipeline cannot classify: the message names the item."""
 
 
-# ------------------------------------------------------- the model folder's settings
 def label_names(model_dir, num_labels):
-    """``[name of label 0, ...]`` from config.json's ``id2label`` when it names every
-    label 0..num_labels-1, else Hugging Face's defaults ``LABEL_0, LABEL_1, ...``."""
-    id2label = read_json_object(os.path.join(model_dir, "config.json")).get("id2label")
-    default = [f"LABEL_{i}" for i in range(num_labels)]
-    if not isinstance(id2label, dict) or set(id2label) != {str(i) for i in range(num_labels)}:
-        return default
-    names = [id2label[str(i)] for i in range(num_labels)]
-    return names if all(isinstance(n, str) and n for n in names) else default
-
-
-def is_regression(model_dir, config):
-    """One output, or ``problem_type: regression`` in config.json (STS-B style)."""
-    problem_type = getattr(config, "problem_type", None)
-    if problem_type is None:
-        problem_type = read_json_object(os.path.join(model_dir, "config.json")).get("problem_type")
-    return config.num_labels == 1 or problem_type == "regression"
+    """``[name of label 0, ...]`` of the model in ``model_dir`` (``AlbertConfig.label_names``),
+    for callers that have the folder but not its config (export.py)."""
+    from .config import load_config
+    names = load_config(model_dir).label_names
+    return names if len(names) == num_labels else [f"LABEL_{i}" for i in range(num_labels)]
 
 
 # ------------------------------------------------------------------ the pipeline
@@ -74,10 +62,10 @@ class TextClassificationPipeline:
         self.max_length = min(max_length or training_max_length(model_dir), config.max_position_embeddings)
         self.batch_size = batch_size
         self.use_jit = use_jit
-        self.regression = is_regression(model_dir, config)
+        self.regression = config.is_regression
         if self.regression and config.num_labels != 1:
             raise PipelineError(f"{model_dir}: regression with {config.num_labels} outputs is not supported")
-        self.labels = None if self.regression else label_names(model_dir, config.num_labels)
+        self.labels = None if self.regression else config.label_names
 
     def __call__(self, inputs):
         """A text or a (text, text_pair) tuple -> one dict; a list of them -> a list of dicts."""
@@ -87,15 +75,22 @@ class TextClassificationPipeline:
             raise PipelineError(f"expected a text, a (text, text_pair) tuple or a list of them, "
                                 f"got {type(inputs).__name__}")
         for i, item in enumerate(items):
-            check_item(item, None if single else i)
+            check_item(item, None if single else i, self.tokenizer)
         if not items:
             return []
-        if self.regression or any(isinstance(item, tuple) for item in items):
-            outputs = self._outputs(items)
-        else:
-            from .classify import predict
-            outputs, _ = predict(self.model, self.tokenizer, items, self.batch_size, self.max_length,
-                                 use_jit=self.use_jit, progress=False)
+        from .classify import predict_logits, softmax
+        from .data import DataError, TextColumn
+        # Each text names its item, so text that only the tokenizer finds empty
+        # ("\u200b", control characters, a lone accent) or invalid is refused by name.
+        texts = TextColumn([item[0] if isinstance(item, tuple) else item for item in items],
+                           ["input"] if single else [f"input {i}" for i in range(len(items))])
+        pairs = [item[1] if isinstance(item, tuple) else None for item in items]
+        try:
+            logits, _ = predict_logits(self.model, self.tokenizer, texts, pairs, self.batch_size, self.max_length,
+                                       use_jit=self.use_jit, progress=False)
+        except DataError as err:
+            raise PipelineError(str(err)) from None
+        outputs = logits if self.regression else softmax(logits)
         results = [self._result(row) for row in outputs]
         return results[0] if single else results
 
@@ -105,41 +100,26 @@ class TextClassificationPipeline:
         best = int(row.argmax())
         return {"label": self.labels[best], "score": float(row[best])}
 
-    def _outputs(self, items):
-        """Probabilities (classification) or raw values (regression), ``[N, num_labels]``.
 
-        Pairs need token type ids, which ``classify.predict`` (single sentences)
-        does not make, and regression needs the values before softmax.
-        """
-        import numpy as np
-        import mindspore as ms
-        from .classify import compiled
-        from .data import eval_batches, pad_batch
-        encodings = [self.tokenizer.encode(*item, max_length=self.max_length) if isinstance(item, tuple)
-                     else self.tokenizer.encode(item, max_length=self.max_length) for item in items]
-        forward = compiled(self.model, self.use_jit)
-        out = np.zeros((len(items), self.model.config.num_labels), np.float32)
-        for idx, rows in eval_batches([e["input_ids"] for e in encodings], self.batch_size):
-            input_ids, token_type_ids, attention_mask = pad_batch(rows, self.tokenizer.pad_token_id)
-            for row, i in enumerate(idx):
-                types = encodings[i]["token_type_ids"]
-                token_type_ids[row, :len(types)] = types
-            logits = forward(ms.Tensor(input_ids), ms.Tensor(token_type_ids), ms.Tensor(attention_mask)).asnumpy()
-            if not self.regression:
-                e = np.exp(logits - logits.max(-1, keepdims=True))
-                logits = e / e.sum(-1, keepdims=True)
-            out[idx] = logits
-        return out
+def check_item(item, index, tokenizer):
+    """A non-empty text, or a tuple of two; anything else is an error naming the item.
 
-
-def check_item(item, index):
-    """A non-empty text, or a tuple of two; anything else is an error naming the item."""
+    Either text of a pair must keep a piece once normalised, as it must not be "";
+    a single text is checked where it is encoded (``data.encode_examples``).
+    """
     where = "input" if index is None else f"input {index}"
     if isinstance(item, tuple):
         if len(item) != 2:
             raise PipelineError(f"{where}: a sentence pair is a tuple of 2 texts, got {len(item)} items")
         for part, name in zip(item, ("text", "text_pair")):
             check_text(part, f"{where} ({name})")
+            try:
+                pieces = tokenizer.tokenize(part)
+            except AlbertMinError as err:   # the tokenizer's TokenizerError: a lone surrogate
+                raise PipelineError(f"{where} ({name}): {err}") from None
+            if not pieces:
+                raise PipelineError(f"{where} ({name}): empty text once normalised ({part[:40]!r}: only white "
+                                    "space, control, zero-width or combining characters)")
     else:
         check_text(item, where)
 

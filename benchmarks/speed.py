@@ -53,7 +53,8 @@ ms.set_device("CPU")
 from albert_min.training import set_cpu_threads
 set_cpu_threads(int(sys.argv[4]))
 from albert_min.modeling import AlbertForSequenceClassification
-from albert_min.classify import predict, binary_metrics
+from albert_min.classify import predict
+from albert_min.glue import binary_metrics
 from albert_min.data import read_tsv
 from tokenizer import AlbertTokenizer
 model_dir, data, cache = sys.argv[1:4]
@@ -109,7 +110,7 @@ def torch_eval(torch_dir, encoded, labels, hf_config):
     """The reference's evaluate: build, load a torch checkpoint, predict sorted batches, metrics."""
     import torch
     import transformers
-    from albert_min.classify import binary_metrics
+    from albert_min.glue import binary_metrics
     from albert_min.data import eval_batches, pad_batch
     start = time.perf_counter()
     model = transformers.AlbertForSequenceClassification(hf_config)

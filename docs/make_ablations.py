@@ -76,8 +76,7 @@ def kept_metrics(out):
 
 def backbone_parameters(out):
     from albert_min.config import load_config
-    from albert_min.modeling import backbone_parameter_count
-    return backbone_parameter_count(load_config(out))
+    return load_config(out).parameter_count()
 
 
 def stages(name, seed, pretrained):

@@ -2,14 +2,16 @@
 
 import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
 from albert_min.checkpoint import CheckpointError, save_model_dir
-from albert_min.config import AlbertConfig, ConfigError, load_config
+from albert_min.config import AlbertConfig, ConfigError, TABLE4_PARAMETERS, load_config
 from albert_min.modeling import AlbertForPreTraining, AlbertForSequenceClassification, AlbertModel
-from conftest import FIXTURES
+from conftest import FIXTURES, ROOT
 
 
 def test_reads_hf_config_json():
@@ -101,3 +103,27 @@ def test_shape_mismatch_names_the_tensor(tmp_path):
     (tmp_path / "m" / "model.ckpt").write_bytes(b"garbage")
     with pytest.raises(CheckpointError, match="not a readable MindSpore checkpoint"):
         AlbertModel.from_pretrained(str(tmp_path / "m"))
+
+
+# ------------------------------------------------------- parameter count (one formula)
+@pytest.mark.parametrize("E, sharing", sorted(TABLE4_PARAMETERS))
+def test_parameter_count_follows_the_papers_table4(E, sharing):
+    """Each sharing strategy has its own count (an older formula gave base 11.08M for all four).
+    The paper prints rounded millions, and its not-shared rows are BERT-base's 108M, which
+    the layout itself makes 109.7M: so within 1.7M of each printed figure, and the gaps the
+    sharing makes (not shared - all shared: 77M, attention: 52M, FFN: 26M) to within 1M."""
+    count = AlbertConfig.preset("base", embedding_size=E, cross_layer_sharing=sharing).parameter_count()
+    assert count == pytest.approx(TABLE4_PARAMETERS[E, sharing], abs=1.7e6)
+    all_shared = AlbertConfig.preset("base", embedding_size=E).parameter_count()
+    paper_gap = TABLE4_PARAMETERS[E, sharing] - TABLE4_PARAMETERS[E, "all"]
+    assert count - all_shared == pytest.approx(paper_gap, abs=1e6)
+
+
+def test_parameter_count_needs_neither_numpy_nor_mindspore():
+    """config.py alone gives the count (the paper's tables, a bound on hostile config.json)."""
+    code = ("import sys; sys.modules['numpy'] = sys.modules['mindspore'] = None\n"
+            "from albert_min.config import AlbertConfig\n"
+            "print(AlbertConfig.preset('base', cross_layer_sharing='none').parameter_count())")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout) == 89_650_176

@@ -40,7 +40,7 @@ def test_config_from_any_values_is_a_config_or_a_config_error(overrides):
     except ConfigError:
         return
     config.validate()
-    assert config.estimated_parameters() > 0
+    assert config.parameter_count() > 0
     for name in ("layer_norm_eps", "initializer_range", "hidden_dropout_prob", "attention_probs_dropout_prob"):
         value = getattr(config, name)
         assert type(value) in (int, float) and value == value and abs(value) != float("inf")

@@ -189,7 +189,8 @@ def test_matthews_by_hand():
     # tp = 1, fn = 2, fp = 2, tn = 1: (1 - 4) / sqrt(3*3*3*3) = -1/3
     assert glue.matthews_corrcoef([1, 1, 1, 0, 0, 0], [1, 0, 0, 1, 1, 0]) == pytest.approx(-1 / 3)
     assert glue.matthews_corrcoef(labels, labels) == 1.0
-    assert glue.matthews_corrcoef(labels, [1] * 8) == 0.0      # one class predicted: defined as 0
+    assert glue.matthews_corrcoef(labels, [1] * 8) is None     # one class predicted: undefined (0/0)
+    assert glue.matthews_corrcoef([0] * 4, [1, 0, 1, 0]) is None   # one class in the labels
 
 
 def test_f1_and_accuracy_by_hand():
@@ -197,7 +198,8 @@ def test_f1_and_accuracy_by_hand():
     labels, predictions = [1, 1, 1, 1, 0, 0], [1, 1, 0, 0, 1, 0]
     assert glue.f1_score(labels, predictions) == pytest.approx(4 / 7)
     assert glue.accuracy(labels, predictions) == pytest.approx(0.5)
-    assert glue.f1_score([0, 0], [0, 0]) == 0.0
+    assert glue.f1_score([0, 0], [0, 0]) is None               # label 1 neither true nor predicted: 0/0
+    assert glue.f1_score([1, 1], [0, 0]) == 0.0                # never predicted, but true: a real 0
     assert glue.compute_metrics(TASKS["mrpc"], labels, predictions) == {
         "f1": pytest.approx(4 / 7), "accuracy": 0.5, "examples": 6}
     with pytest.raises(ValueError, match="as many predictions as labels"):
@@ -211,10 +213,10 @@ def test_pearson_and_spearman_by_hand():
     assert glue.spearman([1.0, 2.0, 2.0, 3.0], [10.0, 20.0, 30.0, 30.0]) == pytest.approx(3.75 / 4.5)
     assert glue.spearman([1, 2, 3, 4], [1, 4, 9, 16]) == pytest.approx(1.0)       # monotone, not linear
     assert glue.pearson([1, 2, 3, 4], [1, 4, 9, 16]) < 1.0
-    assert math.isnan(glue.pearson([1, 2, 3], [2, 2, 2]))     # constant predictions: undefined
+    assert glue.pearson([1, 2, 3], [2, 2, 2]) is None          # constant predictions: undefined
     metrics = glue.compute_metrics(TASKS["stsb"], [1, 2, 3, 4], [2, 4, 5, 9])
     assert sorted(metrics) == ["examples", "pearson", "spearman"] and metrics["spearman"] == pytest.approx(1.0)
-    assert glue.selection_score(TASKS["stsb"], {"pearson": math.nan}) == -1.0
+    assert glue.selection_score(TASKS["stsb"], {"pearson": None}) == -1.0
 
 
 def test_each_task_reports_glues_metric():
@@ -227,6 +229,49 @@ def test_each_task_reports_glues_metric():
                                                                          "examples": 3}
     binary = glue.evaluation_metrics(TASKS["cola"], [1, 0, 1], np.array([[0, 1], [1, 0], [1, 0]]))
     assert binary["matthews"] == pytest.approx(0.5) and binary["confusion"] == {"tp": 1, "fp": 0, "fn": 1, "tn": 1}
+
+
+@pytest.mark.parametrize("task, labels, predictions, undefined", [
+    # every label and prediction 0: accuracy 100, while F1/precision/recall of label 1 are 0/0
+    ("sst2", [0, 0, 0], [0, 0, 0], {"f1": "no positive labels or predictions (label 1)",
+                                    "precision": "no positive predictions (label 1)",
+                                    "recall": "no positive labels (label 1)"}),
+    ("sst2", [1, 0, 1], [0, 0, 0], {"precision": "no positive predictions (label 1)"}),
+    ("sst2", [0, 0, 0], [1, 0, 0], {"recall": "no positive labels (label 1)"}),
+    ("cola", [1, 0, 1], [1, 1, 1], {"matthews": "one class predicted for every example"}),
+    ("cola", [1, 1, 1], [1, 0, 1], {"matthews": "one class in every label"}),
+    ("stsb", [1.0, 2.0, 3.0], [2.0, 2.0, 2.0], {"pearson": "constant predictions", "spearman": "constant predictions"}),
+    ("stsb", [2.0, 2.0, 2.0], [1.0, 2.0, 3.0], {"pearson": "constant labels", "spearman": "constant labels"}),
+])
+def test_undefined_metrics_are_none_with_a_note(task, labels, predictions, undefined):
+    """0/0 is no score: None (JSON null, "n/a" in evaluate.py's table) and a note saying why."""
+    if TASKS[task].is_regression:
+        logits = np.array(predictions, np.float32)[:, None]
+    else:
+        logits = np.eye(2, dtype=np.float32)[predictions]
+    metrics = glue.evaluation_metrics(TASKS[task], labels, logits)
+    assert {k for k, v in metrics.items() if v is None} == set(undefined)
+    assert metrics["notes"] == undefined
+    assert all(isinstance(v, float) for k, v in metrics.items() if k in ("accuracy", "f1", "precision", "recall",
+                                                                           "matthews", "pearson", "spearman")
+               and k not in undefined)
+    assert glue.selection_score(TASKS[task], metrics) == (-1.0 if TASKS[task].metrics[0] in undefined
+                                                          else metrics[TASKS[task].metrics[0]])
+
+
+def test_defined_metrics_carry_no_notes():
+    metrics = glue.evaluation_metrics(TASKS["sst2"], [1, 0, 1, 0], np.eye(2)[[1, 0, 0, 0]])
+    assert "notes" not in metrics and metrics["precision"] == 1.0 and metrics["recall"] == 0.5
+
+
+def test_inference_tasks_report_accuracy_and_the_confusion_matrix_only():
+    """RTE/QNLI/WNLI: label 1 (not_entailment, or WNLI's entailment) is no positive class;
+    GLUE reports accuracy alone, and so do we (the confusion matrix stays: it names no positive)."""
+    logits = np.eye(2)[[1, 0, 0, 1]]
+    for name in ("rte", "qnli", "wnli"):
+        assert glue.evaluation_metrics(TASKS[name], [1, 0, 1, 1], logits) == {
+            "accuracy": 0.75, "examples": 4, "confusion": {"tp": 2, "fp": 0, "fn": 1, "tn": 1}}
+    assert {"f1", "precision", "recall"} <= set(glue.evaluation_metrics(TASKS["sst2"], [1, 0, 1, 1], logits))
 
 
 def test_model_label_order_maps_by_name():

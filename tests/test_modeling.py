@@ -9,7 +9,7 @@ import pytest
 from albert_min.checkpoint import load_arrays
 from albert_min.config import AlbertConfig
 from albert_min.modeling import (AlbertForPreTraining, AlbertForSequenceClassification, AlbertModel,
-                                 additive_attention_mask, backbone_parameter_count, count_parameters,
+                                 additive_attention_mask, count_parameters,
                                  gelu, gelu_new, parameter_table, tanh)
 from conftest import FIXTURES, to_tensors
 
@@ -153,7 +153,19 @@ def test_activations_are_accurate_to_float32():
 @pytest.mark.parametrize("name", ["tiny_pretraining", "tiny_groups"])
 def test_parameter_formula_matches_built_model(name):
     config = AlbertConfig.from_json_file(os.path.join(FIXTURES, name, "config.json"))
-    assert count_parameters(AlbertModel(config)) == backbone_parameter_count(config)
+    assert count_parameters(AlbertModel(config)) == config.parameter_count()
+
+
+@pytest.mark.parametrize("sharing, groups, inner", [
+    ("all", 1, 1), ("all", 2, 1), ("all", 1, 2), ("all", 3, 2), ("all", 4, 1),
+    ("attention", 1, 1), ("ffn", 1, 1), ("none", 1, 1)])
+def test_parameter_formula_matches_built_model_for_every_sharing(sharing, groups, inner):
+    """AlbertConfig.parameter_count (config.py, no MindSpore) is the only formula: it must be
+    the built model's count for every sharing strategy and group layout."""
+    config = AlbertConfig(vocab_size=50, embedding_size=8, hidden_size=12, num_hidden_layers=4,
+                          num_hidden_groups=groups, inner_group_num=inner, num_attention_heads=2,
+                          intermediate_size=20, max_position_embeddings=16, cross_layer_sharing=sharing)
+    assert count_parameters(AlbertModel(config)) == config.parameter_count()
 
 
 @pytest.mark.parametrize("name, paper_millions, rel", [
@@ -161,13 +173,13 @@ def test_parameter_formula_matches_built_model(name):
     ("xxlarge", 235, 0.06),            # HF's albert-xxlarge-v2 has the same 223M; the paper rounds up
     ("bert-base", 108, 0.03), ("bert-large", 334, 0.03)])
 def test_presets_have_the_papers_parameter_counts(name, paper_millions, rel):
-    count = backbone_parameter_count(AlbertConfig.preset(name)) / 1e6
+    count = AlbertConfig.preset(name).parameter_count() / 1e6
     assert count == pytest.approx(paper_millions, rel=rel)
 
 
 def test_sharing_and_factorization_make_the_gap():
-    albert = backbone_parameter_count(AlbertConfig.preset("base"))
-    bert = backbone_parameter_count(AlbertConfig.preset("bert-base"))
+    albert = AlbertConfig.preset("base").parameter_count()
+    bert = AlbertConfig.preset("bert-base").parameter_count()
     assert bert / albert > 9
     table = parameter_table()
     assert "base" in table and "11.7M" in table and "109.7M" in table

@@ -118,3 +118,28 @@ def test_pipeline_stays_the_function_after_its_module_is_imported():
     import albert_min
     import albert_min.export  # noqa: F401  (imports albert_min.pipelines)
     assert callable(albert_min.pipeline) and albert_min.pipeline.__name__ == "pipeline"
+
+
+def test_pipeline_is_classifys_prediction_path(clf):
+    """The pipeline predicts through classify.predict_logits, as evaluate.py does: the same
+    numbers exactly, pairs and single texts mixed in one call."""
+    from albert_min.classify import predict_logits, softmax
+    items = [PAIRS[0], TEXTS[1], PAIRS[1], TEXTS[0]]
+    logits, _ = predict_logits(clf.model, clf.tokenizer, [i[0] if isinstance(i, tuple) else i for i in items],
+                               [i[1] if isinstance(i, tuple) else None for i in items], max_length=clf.max_length,
+                               progress=False)
+    probs = softmax(logits)
+    assert [r["score"] for r in clf(items)] == [float(p.max()) for p in probs]
+
+
+def test_labels_and_problem_type_come_from_albert_config(tmp_path):
+    """config.json as AlbertConfig parses it: id2label's names (values made strings, as
+    AlbertConfig does) and problem_type regression with one output."""
+    folder = tmp_path / "numbered"
+    shutil.copytree(SST2_SMALL, folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["id2label"] = {"0": 10, "1": 11}
+    (folder / "config.json").write_text(json.dumps(config))
+    clf = pipeline(str(folder))
+    assert clf.labels == clf.model.config.label_names == ["10", "11"]
+    assert clf("a gorgeous film")["label"] == "11"

@@ -86,7 +86,13 @@ class AlbertTokenizer:
         return out
 
     def tokenize(self, text):
-        """Text -> SentencePiece pieces (strings); special-token strings stay whole."""
+        """Text -> SentencePiece pieces (strings); special-token strings stay whole.
+
+        Text that normalises to nothing (white space, control, zero-width or combining
+        characters only) gives no pieces, like ""; text that is not valid Unicode (a lone
+        surrogate) is a TokenizerError.
+        """
+        check_unicode(text)
         if self.do_lower_case:
             # Lower-case one character at a time, leaving special-token strings
             # alone, like the reference (``PreTrainedTokenizer.tokenize``). Only
@@ -343,6 +349,16 @@ class AlbertTokenizer:
         if padding not in ("longest", "max_length"):
             raise TokenizerError(f"padding must be 'longest', 'max_length' or None, got {padding!r}")
         return self.pad(encodings, max_length if padding == "max_length" else None)
+
+
+def check_unicode(text):
+    """SentencePiece reads UTF-8, and a lone surrogate (``"\\ud800"``, e.g. from half of a
+    JSON ``\\ud83d\\ude00`` pair) has none: refuse it here, not as a pybind11 RuntimeError."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise TokenizerError(f"not valid Unicode: lone surrogate U+{ord(text[err.start]):04X} "
+                             f"at character {err.start}") from None
 
 
 def train_sentencepiece(sentences, model_prefix, vocab_size=8000, seed_sentence_size=2_000_000):
