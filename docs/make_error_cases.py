@@ -228,7 +228,7 @@ def cases():
         swapped + ".state", p("6b", ".out.state.tmp-crash"))], "the new .tmp-crash versions: the swap was completed")
     conv = p("6d", "conv")                                              # a real process killed between the renames
     subprocess.run([sys.executable, "-c", KILL_BETWEEN_RENAMES.format(root=ROOT, target=conv)])
-    assert sorted(n.split("-")[0] for n in os.listdir(p("6d"))) == [".conv.old", ".conv.tmp"]
+    assert sorted(n.split("-")[0] for n in os.listdir(p("6d"))) == [".conv.lock", ".conv.old", ".conv.tmp"]
     shown = ("completed", "rolled back", "resumed", "done")
     add("6a", "train --resume; beside out/: .out.tmp-killed1/ (ours, incomplete), .out.tmp-empty/, .out.old-user/ "
         "(not ours)", train(killed, "--resume"), expect="ok", check=check_a, lines=shown)
