@@ -86,7 +86,7 @@ PREDICTIONS_HEADER = "index\tprediction\n"
 def predictions_kind():
     """What --force may replace: a predictions file (it starts with GLUE's header), see albert_min.safe_output."""
     from albert_min.safe_output import FileKind, starts_with
-    return FileKind("a predictions file evaluate.py wrote (first line index<TAB>prediction)",
+    return FileKind("a predictions file evaluate.py wrote",
                     starts_with(PREDICTIONS_HEADER.encode()))
 
 

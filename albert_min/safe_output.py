@@ -67,7 +67,7 @@ STATE_KIND = "training-state"
 @dataclasses.dataclass(frozen=True)
 class FileKind:
     """What an output file holds, so that ``--force`` can tell a file albert_min wrote from a user's."""
-    name: str                        # for messages: "a predictions file (index<TAB>prediction)"
+    name: str                        # for messages: "a predictions file evaluate.py wrote"
     is_ours: Callable[[str], bool]   # path -> whether albert_min wrote it; reads a bounded part, never a whole big file
 
 
@@ -450,7 +450,8 @@ def check_file_target(path, kind, force=False, protect=()):
     path = os.path.abspath(path)
     for p in protect:
         if os.path.lexists(path) and os.path.exists(p) and os.path.samefile(path, p):
-            raise OutputError(f"{path}: is {os.path.abspath(p)}, an input of this run; refusing to replace it")
+            same = "" if os.path.abspath(p) == path else f" (the same file as {os.path.abspath(p)})"
+            raise OutputError(f"{path}: is an input of this run{same}; refusing to replace it")
         if os.path.isdir(p) and _is_inside(path, p):
             raise OutputError(f"{path}: lies inside {os.path.abspath(p)}, an input of this run; "
                               "write it elsewhere")
@@ -468,7 +469,7 @@ def check_file_target(path, kind, force=False, protect=()):
             raise OutputError(f"{existing}: folder not writable, so {path} cannot be written")
         return
     if not force:
-        raise OutputError(f"{path} already exists (pass --force to replace {kind.name})")
+        raise OutputError(f"{path} already exists (--force replaces only {kind.name})")
     mode = os.lstat(path).st_mode
     if not stat.S_ISREG(mode):
         what = "a symlink" if stat.S_ISLNK(mode) else "not a regular file"
