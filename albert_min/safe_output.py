@@ -22,14 +22,15 @@ MindIR files):
    (``atomic_directory``), files are written to ``.NAME.tmp-PID-*`` beside the
    target, fsynced and ``os.replace``d (``atomic_file``): a reader sees the old
    output or the new one, never half of one.
-4. **One writer.** ``output_lock`` (an ``fcntl.flock`` on ``.NAME.lock`` beside the
-   output) keeps a second albert_min process off an output for the whole run;
-   the second one gets ``OutputInUse``. Leftovers of a crashed run are cleaned
-   only under the lock, and never a temporary whose owner (the PID in its name)
-   is alive.
-5. **Missing parent folders are created** (as ``mkdir -p`` does) when an output
-   is written, and removed again if it is not. An existing path on the way
-   that is not a folder is an error naming it.
+4. **One writer.** ``output_lock`` (module ``output_lock``: an ``fcntl.flock``
+   on ``.NAME.lock`` beside the output) keeps a second albert_min process off an
+   output for the whole run; the second one gets ``OutputInUse``. Leftovers of
+   a crashed run are cleaned only under the lock, and never a temporary whose
+   owner (the PID in its name) is alive.
+5. **Missing parent folders are created** (as ``mkdir -p`` does), for files and
+   folders alike, in every tool (train.py --output, convert's DST, evaluate.py
+   --output, export), and removed again if the output is not written. An
+   existing path on the way that is not a folder is an error naming it.
 6. **Written files get the user's umask** (0644 under umask 022), whatever mode
    the writer left (MindSpore's writers leave 0400).
 
@@ -39,7 +40,6 @@ This module knows nothing of models: ``checkpoint`` (the model-folder format),
 
 import contextlib
 import dataclasses
-import fcntl
 import json
 import os
 import re
@@ -48,15 +48,7 @@ import stat
 import tempfile
 from typing import Callable
 
-from .errors import AlbertMinError
-
-
-class OutputError(AlbertMinError):
-    """An output path albert_min refuses to write: it would replace something albert_min did not write."""
-
-
-class OutputInUse(OutputError):
-    """Another albert_min process holds the output's lock."""
+from .output_lock import OutputError, OutputInUse, check_ancestors, lock_path, output_lock  # noqa: F401 (re-exported)
 
 
 MANIFEST_FILE = ".albert_min.json"    # marks a folder albert_min wrote, and lists its files and folders
@@ -115,36 +107,6 @@ def _temp_prefix(target, tag, ascii_only=False):
     return f".{name}.{tag}-"
 
 
-def _check_ancestors(target):
-    """Raise unless every existing ancestor of ``target`` is a folder (the missing ones will be created)."""
-    folder = os.path.dirname(os.path.abspath(target))
-    while not os.path.lexists(folder):
-        folder = os.path.dirname(folder)
-    if not os.path.isdir(folder):
-        raise OutputError(f"{folder}: not a folder, so {os.path.abspath(target)} cannot be written below it")
-    return folder
-
-
-def _make_parents(folder):
-    """Create ``folder`` and its missing ancestors; returns those created, deepest first."""
-    created = []
-    while not os.path.isdir(folder):
-        created.append(folder)
-        folder = os.path.dirname(folder)
-    for path in reversed(created):
-        with contextlib.suppress(FileExistsError):   # another process made it meanwhile
-            os.mkdir(path)
-    return created
-
-
-def _remove_if_empty(folders):
-    for folder in folders:
-        try:
-            os.rmdir(folder)
-        except OSError:
-            return   # not empty (someone else writes there now) or gone: keep it and its parents
-
-
 def _finish_written(path):
     """fsync a written file or folder tree and give it the user's umask (MindSpore leaves 0400)."""
     umask = _umask()
@@ -167,82 +129,6 @@ def _fsync_folder(folder):
         os.fsync(fd)   # the rename itself reaches the disk
     finally:
         os.close(fd)
-
-
-# ------------------------------------------------------------------ the lock
-_held = {}   # lock file -> how many times this process holds it (flock is per open file description)
-
-
-def lock_path(target):
-    """The lock file of an output: ``.NAME.lock`` beside it (not inside: the folder is replaced by a rename)."""
-    parent, name = os.path.split(os.path.abspath(target))
-    return os.path.join(os.path.realpath(parent), f".{name}.lock")
-
-
-def _acquire(path, target):
-    """Open and flock ``path``; returns the descriptor. The file a releasing process unlinks is
-    not the lock any more: retry until the locked file is the one at ``path``."""
-    for _ in range(1000):
-        _make_parents(os.path.dirname(path))
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
-        except FileNotFoundError:
-            continue   # its folder was just removed by the previous holder: make it again
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
-            os.close(fd)
-            raise OutputInUse(f"{os.path.abspath(target)}: in use by another albert_min process (pid {holder})") \
-                from None
-        try:
-            same = os.path.samestat(os.fstat(fd), os.stat(path, follow_symlinks=False))
-        except FileNotFoundError:
-            same = False
-        if same:
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
-            return fd
-        os.close(fd)
-    raise OutputError(f"{path}: could not lock it (it keeps being replaced)")
-
-
-@contextlib.contextmanager
-def output_lock(target):
-    """Hold an exclusive lock on the output ``target`` for the ``with`` block.
-
-    A second albert_min process asking for the same output gets ``OutputInUse``
-    ("<target>: in use by another albert_min process (pid N)"). Re-entrant
-    within a process: ``atomic_directory`` and ``atomic_file`` take it again
-    inside a run that holds it. The lock is an ``fcntl.flock`` on ``.NAME.lock``,
-    so the kernel drops it when its holder dies: a crashed run never leaves the
-    output locked. The lock file is removed on release, and so are the parent
-    folders the lock had to create if nothing else was written in them.
-    """
-    path = lock_path(target)
-    if path in _held:
-        _held[path] += 1
-        try:
-            yield
-        finally:
-            _held[path] -= 1
-        return
-    _check_ancestors(target)
-    created = _make_parents(os.path.dirname(path))
-    try:
-        fd = _acquire(path, target)
-    except BaseException:
-        _remove_if_empty(created)
-        raise
-    _held[path] = 1
-    try:
-        yield
-    finally:
-        del _held[path]
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)   # while still locked: a process waiting on the old file sees it is gone and retries
-        os.close(fd)
-        _remove_if_empty(created)
 
 
 # ------------------------------------------------------------------ folders
@@ -329,7 +215,7 @@ def check_replaceable(target, overwrite=False, protect=()):
     if _is_inside(os.getcwd(), target):
         raise OutputError(f"{target}: refusing to write here, it is or contains the current directory")
     if not os.path.lexists(target):
-        _check_ancestors(target)
+        check_ancestors(target)
         return
     if not os.path.isdir(target) or os.path.islink(target):
         raise OutputError(f"{target}: exists and is not a folder; refusing to replace it")
@@ -464,7 +350,7 @@ def check_file_target(path, kind, force=False, protect=()):
     if os.path.isdir(path):
         raise OutputError(f"{path}: is a folder, not a file")
     if not os.path.lexists(path):
-        existing = _check_ancestors(path)
+        existing = check_ancestors(path)
         if not os.access(existing, os.W_OK | os.X_OK):
             raise OutputError(f"{existing}: folder not writable, so {path} cannot be written")
         return
