@@ -58,7 +58,12 @@ STATE_KIND = "training-state"
 
 @dataclasses.dataclass(frozen=True)
 class FileKind:
-    """What an output file holds, so that ``--force`` can tell a file albert_min wrote from a user's."""
+    """What an output file holds, so that ``--force`` can tell a file albert_min wrote from a user's.
+
+    E.g. evaluate.py's predictions: ``FileKind("a predictions file evaluate.py wrote",
+    starts_with(b"index\\tprediction\\n"))``; a JSON output can start with
+    ``{"written_by": "albert_min", ...`` and be recognised by that prefix.
+    """
     name: str                        # for messages: "a predictions file evaluate.py wrote"
     is_ours: Callable[[str], bool]   # path -> whether albert_min wrote it; reads a bounded part, never a whole big file
 
