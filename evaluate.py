@@ -18,6 +18,7 @@ file without labels.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -98,6 +99,8 @@ def build_parser():
                         "(default: what train.py used, else 128)")
     p.add_argument("--output", help="write predictions here in GLUE's submission layout: index<TAB>prediction "
                                     "(default: none written)")
+    p.add_argument("--force", action="store_true",
+                   help="replace an existing --output file that evaluate.py wrote, never an input or another file (default: refuse)")
     p.add_argument("--json", action="store_true",
                    help="print the metrics as JSON, as fractions (0.8142; the table prints percent, 81.42), "
                         'marked "scale": "fraction"; undefined metrics are null (default: the table)')
@@ -136,31 +139,25 @@ def format_report(metrics, model_dir, data_path, speed, task=None):
     return "\n".join(lines)
 
 
-def check_output_file(path):
-    """Before the work: ``--output`` must be creatable (an existing folder, writable, not a folder itself)."""
-    folder = os.path.dirname(os.path.abspath(path))
-    if os.path.isdir(path):
-        raise IsADirectoryError(21, "is a folder, not a file", path)
-    if not os.path.isdir(folder):
-        raise FileNotFoundError(2, "no such folder", folder)
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise PermissionError(13, "folder not writable", folder)
+PREDICTIONS_HEADER = "index\tprediction\n"
 
 
-def write_predictions(path, index, predictions):
+def predictions_kind():
+    """What --force may replace: a predictions file (it starts with GLUE's header), see albert_min.safe_output."""
+    from albert_min.safe_output import FileKind, starts_with
+    return FileKind("a predictions file evaluate.py wrote",
+                    starts_with(PREDICTIONS_HEADER.encode()))
+
+
+def write_predictions(path, index, predictions, force=False, protect=()):
     """GLUE's submission layout, ``index<TAB>prediction`` with a header; predictions are
-    strings (label names or scores). Atomically: to a temporary file beside ``path``,
-    renamed when complete."""
-    tmp = f"{path}.tmp-{os.getpid()}"
-    try:
+    strings (label names or scores). Atomically, replacing only what safe_output allows."""
+    from albert_min.safe_output import atomic_file
+    with atomic_file(path, predictions_kind(), force, protect) as tmp:
         with open(tmp, "w", encoding="utf-8") as f:
-            f.write("index\tprediction\n")
+            f.write(PREDICTIONS_HEADER)
             for i, prediction in zip(index, predictions):
                 f.write(f"{i}\t{prediction}\n")
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
 
 
 def main(argv=None):
@@ -168,8 +165,10 @@ def main(argv=None):
     if not args.model:
         sys.exit(how_to_get_a_model())
     from albert_min.errors import AlbertMinError
+    from albert_min.safe_output import output_lock
     try:
-        return evaluate(args)
+        with output_lock(args.output) if args.output else contextlib.nullcontext():   # one writer per --output
+            return evaluate(args)
     except (AlbertMinError, OSError) as err:
         sys.exit(f"error: {num.os_error_text(err) if isinstance(err, OSError) else err}")
 
@@ -184,8 +183,9 @@ def evaluate(args):
         raise FileNotFoundError(f"model folder not found: {args.model}")
     from albert_min.checkpoint import tokenizer_file
     tokenizer_file(args.model)                   # before any work: a converted TF checkpoint has none
-    if args.output:
-        check_output_file(args.output)
+    if args.output:   # before the work
+        from albert_min.safe_output import check_file_target
+        check_file_target(args.output, predictions_kind(), args.force, protect=(args.data, args.model))
     task = glue.get_task(args.task or glue.infer_task(args.data))
     if args.max_length is not None:
         check_max_length(args.max_length, args.model)
@@ -219,7 +219,7 @@ def evaluate(args):
         else:
             names = glue.label_strings(task, model.config.num_labels)
             shown = [names[i] for i in logits.argmax(-1)]
-        write_predictions(args.output, examples.index, shown)
+        write_predictions(args.output, examples.index, shown, args.force, protect=(args.data, args.model))
     if examples.labels is None:
         print(f"{args.data}: no labels; wrote {len(examples)} predictions to {args.output}")
         return {"task": task.name, "examples": len(examples)}

@@ -220,9 +220,20 @@ def convert(src, dst, config_path=None, allow_missing_heads=False, force=False, 
     ``tokenizer``: a SentencePiece model to copy in as ``spiece.model`` (default:
     ``spiece.model`` / ``30k-clean.model`` next to the weights, if there is one).
     Returns a report: source, format, dst, tensors, dropped, heads, classes, parameters.
+    ``dst`` is locked for the whole conversion (``safe_output.output_lock``): a second
+    conversion into it is refused at once, naming this process.
     """
+    from .safe_output import check_replaceable, output_lock
     if os.path.exists(dst) and not force:
         raise OutputExistsError(dst)
+    if os.path.isdir(src) and os.path.realpath(dst) == os.path.realpath(src):
+        raise ConversionError(f"{dst}: the output folder must not be the source folder")
+    check_replaceable(dst, overwrite=force, protect=(src,))   # before the long reading
+    with output_lock(dst):
+        return _convert(src, dst, config_path, allow_missing_heads, force, tokenizer)
+
+
+def _convert(src, dst, config_path, allow_missing_heads, force, tokenizer):
     weights_path, fmt = find_weights(src)
     if os.path.abspath(dst) == os.path.dirname(os.path.abspath(weights_path)):
         raise ConversionError(f"{dst}: the output folder must not be the source folder")

@@ -10,24 +10,32 @@ max_position_embeddings) unless --batch / --seq fix them.
 Outputs: the classifier's logits ``[B, num_labels]``, or the backbone's
 (sequence_output ``[B, S, H]``, pooled_output ``[B, H]``). Load it with
 
+    from albert_min.export import make_inputs
     graph = mindspore.nn.GraphCell(mindspore.load("sst2.mindir"))
-    logits = graph(input_ids, token_type_ids, attention_mask)
+    inputs = make_inputs("weights/sst2-small", ["a gorgeous film", "a mess"], mindir="sst2.mindir")
+    logits = graph(*map(mindspore.Tensor, inputs))
+
+``make_inputs`` tokenizes with the model folder's spiece.model and checks the
+shapes against the file (``check_inputs``: a file exported with --batch 1
+refuses a batch of 2 with an error naming --batch, not a Reshape error).
 
 The shared layer is stored once: the L loops are unrolled in the graph (a few
 kB of nodes each), but the parameters are graph inputs, stored one time each,
 so the file is about the size of model.ckpt. The file also records, as MindIR
-``user_info``, that albert_min wrote it, the config, the label names and the
-training max_length (``read_metadata``).
+``user_info``, that albert_min wrote it, the config, the label names, the
+training max_length and the fixed input shape (``read_metadata``).
 
-The file is written to a temporary name beside the target and renamed when
-complete. An existing target is replaced only with --force, and only if it is
-a MindIR that albert_min wrote; nothing else is ever overwritten.
+The file is written as every albert_min output (albert_min.safe_output): to a
+temporary name beside the target, renamed when complete; an existing target is
+replaced only with --force, and only if it is a MindIR that albert_min wrote.
 """
 
 import argparse
+import contextlib
 import glob
 import json
 import os
+import re
 import shutil
 import sys
 
@@ -40,99 +48,240 @@ class ExportError(AlbertMinError):
     """An export that cannot be done as asked: the message names the file or flag."""
 
 
+# ModelProto's top-level fields (mindspore/train/mind_ir.proto) -> protobuf wire type: 0 varint, 2 bytes.
+# tests/test_export.py checks this against MindSpore's own descriptor.
+MODEL_PROTO_FIELDS = {1: 2, 2: 2, 3: 2, 4: 2, 5: 2, 6: 2, 7: 2, 8: 2, 9: 2, 10: 0, 11: 2, 12: 2, 13: 0, 14: 2}
+GRAPH_FIELD, USER_INFO_FIELD = 7, 14
+MAX_TOP_LEVEL_FIELDS = 1 << 16   # a MindIR has a graph, a few functions and a primitive per operator type
+MAX_USER_INFO_BYTES = 1 << 20    # our metadata is a few kB (the config)
+
+
+def _varint(read):
+    value = shift = 0
+    while shift < 64:
+        byte = read(1)
+        if not byte:
+            raise ValueError("truncated")
+        value |= (byte[0] & 0x7F) << shift
+        if byte[0] < 0x80:
+            return value
+        shift += 7
+    raise ValueError("varint too long")
+
+
+def _user_info_entry(data):
+    """``(key, value)`` of one user_info map entry (a message: key = 1, value = 2, both strings)."""
+    view, pos, entry = memoryview(data), 0, {}
+
+    def read(n):
+        nonlocal pos
+        pos += n
+        return bytes(view[pos - n:pos])
+    while pos < len(data):
+        tag = _varint(read)
+        if tag not in (0x0A, 0x12):
+            raise ValueError("not a string map entry")
+        length = _varint(read)
+        if pos + length > len(data):
+            raise ValueError("truncated")
+        entry[tag >> 3] = read(length).decode("utf-8")
+    return entry.get(1, ""), entry.get(2, "")
+
+
 def read_metadata(path):
     """The ``user_info`` that ``export_mindir`` stored: ``{"producer": "albert_min",
-    "kind", "config", "labels", "max_length"}`` (JSON strings). ``{}`` for a MindIR
-    that albert_min did not write; ExportError if ``path`` is not a MindIR file."""
-    from mindspore.train.mind_ir_pb2 import ModelProto
-    from google.protobuf.message import DecodeError
+    "kind", "config", "labels", "max_length", "input_shape"}`` (JSON strings). ``{}``
+    for a MindIR that albert_min did not write; ExportError if ``path`` is not a MindIR.
+
+    Reads only the top-level field headers and user_info (the last field): the
+    graph, which holds the weights, is skipped, so a file of any size costs a
+    few kB of memory.
+    """
     if not os.path.isfile(path):
         raise ExportError(f"{path}: not a file")
-    proto = ModelProto()
-    try:
-        with open(path, "rb") as f:
-            proto.ParseFromString(f.read())
-    except DecodeError:
-        raise ExportError(f"{path}: not a MindIR file") from None
-    if not proto.graph.name and not proto.graph.node:
+    info, has_graph = {}, False
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        try:
+            for _ in range(MAX_TOP_LEVEL_FIELDS):
+                if f.tell() >= size:
+                    break
+                tag = _varint(f.read)
+                number, wire = tag >> 3, tag & 7
+                if MODEL_PROTO_FIELDS.get(number) != wire:
+                    raise ValueError(f"field {number} wire type {wire}")
+                if wire == 0:
+                    _varint(f.read)
+                    continue
+                length = _varint(f.read)
+                if f.tell() + length > size:
+                    raise ValueError("truncated")
+                if number == USER_INFO_FIELD and length <= MAX_USER_INFO_BYTES:
+                    key, value = _user_info_entry(f.read(length))
+                    info[key] = value
+                else:
+                    has_graph |= number == GRAPH_FIELD and length > 0
+                    f.seek(length, os.SEEK_CUR)
+            else:
+                raise ValueError("too many fields")
+        except (ValueError, UnicodeDecodeError):
+            has_graph = False
+    if not has_graph:
         raise ExportError(f"{path}: not a MindIR file")
-    info = dict(proto.user_info)
     return info if info.get("producer") == PRODUCER else {}
 
 
-def check_target(output, force):
-    """Refuse to write over anything but a MindIR that albert_min wrote (and that only with force)."""
+def _is_our_mindir(path):
+    try:
+        return bool(read_metadata(path))
+    except ExportError:
+        return False
+
+
+def mindir_kind():
+    """What ``--force`` may replace: a MindIR whose metadata names albert_min (see albert_min.safe_output)."""
+    from .safe_output import FileKind
+    return FileKind("a MindIR file albert_min wrote", _is_our_mindir)
+
+
+MINDSPORE_FILE_NAME = re.compile(r"[0-9a-zA-Z@_\-.:/\\]+")   # mindspore.export refuses other file names
+
+
+@contextlib.contextmanager
+def _mindspore_file_name(path):
+    """A name for ``path`` that mindspore.export accepts. It checks the name against
+    ``MINDSPORE_FILE_NAME`` before resolving it, so a folder with a space or an "é"
+    goes through /proc/self/fd/N, a descriptor of the folder (the file's own name
+    is ASCII: safe_output.atomic_file makes it so)."""
+    if MINDSPORE_FILE_NAME.fullmatch(path):
+        yield path
+        return
+    if not os.path.isdir("/proc/self/fd"):
+        raise ExportError(f"{path}: MindSpore cannot write a MindIR under this name on this system "
+                          f"(only the characters {MINDSPORE_FILE_NAME.pattern} without /proc/self/fd)")
+    fd = os.open(os.path.dirname(path), os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        yield f"/proc/self/fd/{fd}/{os.path.basename(path)}"
+    finally:
+        os.close(fd)
+
+
+def check_arguments(output, batch, seq):
     if not output.endswith(".mindir"):
         raise ExportError(f"{output}: the output name must end in .mindir")
-    if not os.path.lexists(output):
-        return
-    if not force:
-        raise ExportError(f"{output} already exists (pass --force to replace a MindIR that albert_min wrote)")
+    for flag, value in (("--batch", batch), ("--seq", seq)):
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            raise ExportError(f"{flag} must be a positive integer, got {value!r}")
+
+
+def load_model(model_dir, backbone):
+    from .checkpoint import CheckpointError
+    from .modeling import AlbertForSequenceClassification, AlbertModel
+    if not os.path.isdir(model_dir):
+        raise FileNotFoundError(f"model folder not found: {model_dir}")
     try:
-        ours = os.path.isfile(output) and not os.path.islink(output) and bool(read_metadata(output))
-    except ExportError:
-        ours = False
-    if not ours:
-        raise ExportError(f"{output}: refusing to replace it, it is not a MindIR written by albert_min")
+        model = (AlbertModel if backbone else AlbertForSequenceClassification).from_pretrained(model_dir)
+    except CheckpointError as err:
+        no_head = not backbone and "no sequence-classification head" in str(err)
+        raise CheckpointError(f"{err}; or export the backbone as it is with --backbone" if no_head else err) from None
+    model.set_train(False)   # dropout off: the graph is for inference
+    return model
 
 
 def export_mindir(model_dir, output, backbone=False, batch=None, seq=None, force=False):
     """Write the classifier (or, with ``backbone``, ``AlbertModel``) of ``model_dir`` to ``output``.
 
     ``batch`` / ``seq``: fixed input dimensions; None leaves that dimension dynamic.
-    Returns ``output``.
+    ``output`` is written as every albert_min output is (``safe_output.atomic_file``):
+    locked, atomically, replacing only a MindIR that albert_min wrote (with ``force``),
+    under any name (a space or an "é" in it too). Returns ``output``.
     """
     import mindspore as ms
-    from .modeling import AlbertForSequenceClassification, AlbertModel
     from .checkpoint import training_max_length
     from .pipelines import label_names
-    check_target(output, force)
+    from .safe_output import atomic_file
+    check_arguments(output, batch, seq)
     if not os.path.isdir(model_dir):
         raise FileNotFoundError(f"model folder not found: {model_dir}")
-    model = (AlbertModel if backbone else AlbertForSequenceClassification).from_pretrained(model_dir)
-    model.set_train(False)   # dropout off: the graph is for inference
-    config = model.config
-    for flag, value in (("--batch", batch), ("--seq", seq)):
-        if value is not None and (not isinstance(value, int) or value < 1):
-            raise ExportError(f"{flag} must be a positive integer, got {value!r}")
-    if seq is not None and seq > config.max_position_embeddings:
-        raise ExportError(f"--seq {seq} is longer than the model's max_position_embeddings "
-                          f"({config.max_position_embeddings})")
-    metadata = {
-        "producer": PRODUCER,
-        "kind": "backbone" if backbone else "classifier",
-        "inputs": "input_ids,token_type_ids,attention_mask",
-        "config": json.dumps(config.to_dict(), sort_keys=True),
-        "labels": json.dumps(label_names(model_dir, config.num_labels)),
-        "max_length": str(min(training_max_length(model_dir), config.max_position_embeddings)),
-    }
+    with atomic_file(output, mindir_kind(), force, protect=(model_dir,), suffix=".mindir") as tmp:
+        model = load_model(model_dir, backbone)
+        config = model.config
+        if seq is not None and seq > config.max_position_embeddings:
+            raise ExportError(f"--seq {seq} is longer than the model's max_position_embeddings "
+                              f"({config.max_position_embeddings})")
+        metadata = {
+            "producer": PRODUCER,
+            "kind": "backbone" if backbone else "classifier",
+            "inputs": "input_ids,token_type_ids,attention_mask",
+            "input_shape": json.dumps([batch, seq]),   # null: dynamic
+            "config": json.dumps(config.to_dict(), sort_keys=True),
+            "labels": json.dumps(label_names(model_dir, config.num_labels)),
+            "max_length": str(min(training_max_length(model_dir), config.max_position_embeddings)),
+        }
 
-    def add_metadata(proto):   # mindspore.export hands us the ModelProto before writing it
-        for key, value in metadata.items():
-            proto.user_info[key] = value
+        def add_metadata(proto):   # mindspore.export hands us the ModelProto before writing it
+            for key, value in metadata.items():
+                proto.user_info[key] = value
 
-    spec = ms.Tensor(shape=[batch, seq], dtype=ms.int32)   # None = dynamic
-    parent = os.path.dirname(os.path.abspath(output))
-    os.makedirs(parent, exist_ok=True)
-    prefix = os.path.join(parent, f".{os.path.basename(output)}.tmp-{os.getpid()}")
-    tmp = prefix + ".mindir"
-    try:
-        ms.export(model, spec, spec, spec, file_name=tmp, file_format="MINDIR", custom_func=add_metadata)
-        if not os.path.isfile(tmp):
-            # Over 1 GB of parameters MindSpore writes <name>_graph.mindir + <name>_variables/ instead.
-            raise ExportError(f"{model_dir}: parameters over 1 GB; MindSpore would split the MindIR "
-                              f"into a graph file and a variables folder, which this tool does not write")
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)   # mindspore.export leaves it read-only; make it an ordinary file
-        os.replace(tmp, output)
-    finally:
-        for leftover in glob.glob(glob.escape(prefix) + "*"):
-            if os.path.isdir(leftover):
-                shutil.rmtree(leftover, ignore_errors=True)
-            else:
-                os.remove(leftover)
+        spec = ms.Tensor(shape=[batch, seq], dtype=ms.int32)   # None = dynamic
+        split = tmp[:-len(".mindir")]   # over 1 GB MindSpore writes <name>_graph.mindir + <name>_variables/
+        try:
+            with _mindspore_file_name(tmp) as name:
+                ms.export(model, spec, spec, spec, file_name=name, file_format="MINDIR", custom_func=add_metadata)
+            if os.path.getsize(tmp) == 0:
+                raise ExportError(f"{model_dir}: parameters over 1 GB; MindSpore would split the MindIR "
+                                  f"into a graph file and a variables folder, which this tool does not write")
+        finally:
+            for leftover in glob.glob(glob.escape(split) + "_*"):
+                if os.path.isdir(leftover):
+                    shutil.rmtree(leftover, ignore_errors=True)
+                else:
+                    os.remove(leftover)
     return output
+
+
+# ------------------------------------------------------------ using the file
+def check_inputs(mindir, input_ids, token_type_ids, attention_mask):
+    """Raise ExportError unless the three inputs fit the MindIR ``mindir`` (its path, or its
+    ``read_metadata``): int32 arrays (numpy or MindSpore) of one shape ``[B, S]``, with the
+    batch and length it was exported with if they were fixed (--batch / --seq), and S no
+    longer than the model's max_position_embeddings. The error names the fixed dimension."""
+    info = read_metadata(mindir) if isinstance(mindir, str) else mindir
+    name = os.path.basename(mindir) if isinstance(mindir, str) else "the MindIR"
+    inputs = {"input_ids": input_ids, "token_type_ids": token_type_ids, "attention_mask": attention_mask}
+    shapes = {k: tuple(v.shape) for k, v in inputs.items()}
+    for key, value in inputs.items():
+        if "int32" not in str(value.dtype).lower():
+            raise ExportError(f"{key} is {value.dtype}; {name} takes int32 inputs")
+        if len(shapes[key]) != 2 or shapes[key] != shapes["input_ids"]:
+            raise ExportError(f"inputs must be three [batch, length] arrays of one shape, got {shapes}")
+    batch, length = shapes["input_ids"]
+    fixed = json.loads(info.get("input_shape", "[null, null]"))
+    for dim, got, flag, what in ((0, batch, "--batch", "batch"), (1, length, "--seq", "length")):
+        if fixed[dim] is not None and got != fixed[dim]:
+            raise ExportError(f"input_ids has {what} {got}, but {name} was exported with a fixed {what} of "
+                              f"{fixed[dim]} ({flag} {fixed[dim]}); give it that {what}, or export without {flag}")
+    limit = json.loads(info["config"])["max_position_embeddings"] if "config" in info else None
+    if limit is not None and length > limit:
+        raise ExportError(f"input_ids has length {length}, more than the model's max_position_embeddings ({limit})")
+
+
+def make_inputs(model_dir, texts, text_pairs=None, mindir=None):
+    """The three int32 inputs ``[B, S]`` (input_ids, token_type_ids, attention_mask), as numpy
+    arrays, for ``texts`` (and ``text_pairs``), with ``model_dir``'s tokenizer (spiece.model):
+    truncated to the length the model was trained with and padded to the longest text.
+    With ``mindir`` (the exported file), to its fixed --seq if it has one."""
+    from tokenizer import AlbertTokenizer
+    from .checkpoint import training_max_length
+    tokenizer = AlbertTokenizer.from_pretrained(model_dir)
+    info = read_metadata(mindir) if mindir else {}
+    seq = json.loads(info.get("input_shape", "[null, null]"))[1]
+    max_length = seq or int(info.get("max_length", 0)) or training_max_length(model_dir)
+    batch = tokenizer(texts, text_pairs, max_length=max_length, padding="max_length" if seq else "longest")
+    inputs = tuple(batch[k] for k in ("input_ids", "token_type_ids", "attention_mask"))
+    if mindir:
+        check_inputs(mindir, *inputs)
+    return inputs
 
 
 def parse_args(argv=None):

@@ -1,11 +1,11 @@
-"""Reproduce the hostile inputs of issue 7 against the real command line; writes docs/error_cases.md.
+"""Reproduce the hostile inputs of issues 7 and 24 against the real command line; writes docs/error_cases.md.
 
     python3 docs/make_error_cases.py          # every case (about 2 minutes on 2 cores), writes the table
     python3 docs/make_error_cases.py 10 13a   # only the cases whose id starts so: prints rows, writes nothing
 
 The inputs are built in one temporary folder (deleted at the end) with the writers in
 tests/; each command runs in a subprocess. A row is marked FAILS when the tool does not
-do what issue 7 asks: a traceback, the wrong exit code (0 where an error was due), a
+do what issues 7 and 24 ask: a traceback, the wrong exit code (0 where an error was due), a
 message not naming the culprit, or files deleted, changed or left behind.
 """
 
@@ -37,6 +37,7 @@ PRE = os.path.join(FIXTURES, "tiny_pretraining")                  # a converter 
 SST2_SMALL = os.path.join(ROOT, "weights", "sst2-small")         # the committed model folder
 DEV = os.path.join(os.path.dirname(ROOT), "shared", "data", "sst2", "dev.tsv")
 T = tempfile.mkdtemp(prefix="albert_min_cases_")
+BACKGROUND = []     # processes a case left running (killed at the end)
 ENV = dict(os.environ, ALBERT_MIN_CACHE=os.path.join(T, "compile_cache"))   # not the user's ~/.cache
 TRAIN_FLAGS = ["--tokenizer", os.path.join(FIXTURES, "spiece_sst2_2k.model"), "--epochs", "1", "--batch-size", "16",
                *TINY_MODEL]
@@ -229,7 +230,7 @@ def cases():
         swapped + ".state", p("6b", ".out.state.tmp-crash"))], "the new .tmp-crash versions: the swap was completed")
     conv = p("6d", "conv")                                              # a real process killed between the renames
     subprocess.run([sys.executable, "-c", KILL_BETWEEN_RENAMES.format(root=ROOT, target=conv)])
-    assert sorted(n.split("-")[0] for n in os.listdir(p("6d"))) == [".conv.old", ".conv.tmp"]
+    assert sorted(n.split("-")[0] for n in os.listdir(p("6d"))) == [".conv.lock", ".conv.old", ".conv.tmp"]
     shown = ("completed", "rolled back", "resumed", "done")
     add("6a", "train --resume; beside out/: .out.tmp-killed1/ (ours, incomplete), .out.tmp-empty/, .out.old-user/ "
         "(not ours)", train(killed, "--resume"), expect="ok", check=check_a, lines=shown)
@@ -315,7 +316,7 @@ def cases():
     long = write(p("13d", "long.txt"), "a short line .\n" + "word " * 1000 + "\n\nanother one .\nand more .\n")
     spiece = write(os.path.join(copy(SST2_SMALL, "13e", "m"), "spiece.model"), b"\x00garbage" * 50)
     metrics = write(os.path.join(copy(SST2_SMALL, "13f", "m"), "train_metrics.json"), '{"max_length": 6')
-    no_folder, read_only = os.path.join(p("13h", mkdir=True), "missing"), p("13i", "ro", mkdir=True)
+    a_file, read_only = write(p("13h", "results"), "a file, not a folder"), p("13i", "ro", mkdir=True)
     os.chmod(read_only, 0o555)
     try:                                                  # root ignores the mode bits
         os.remove(write(os.path.join(read_only, "probe"), ""))
@@ -335,8 +336,8 @@ def cases():
     add("13f", "evaluate: corrupt train_metrics.json", evaluate(p("13f", "m")), names=[metrics])
     add("13g", "evaluate, control: a normal run on the same 16 rows", evaluate(SST2_SMALL, "--no-compile-cache"),
         expect="ok", cost=True, lines=("accuracy",))
-    add("13h", "evaluate --output into a missing folder (time: compare with 13g)",
-        evaluate(SST2_SMALL, "--no-compile-cache", "--output", no_folder + "/preds.tsv"), names=[no_folder], cost=True,
+    add("13h", "evaluate --output below a regular file (time: compare with 13g)",
+        evaluate(SST2_SMALL, "--no-compile-cache", "--output", a_file + "/preds.tsv"), names=[a_file], cost=True,
         check=intact(p("13h")))
     add("13i", "evaluate --output into a chmod 555 folder", evaluate(SST2_SMALL, "--output", read_only + "/preds.tsv"),
         expect=expect, note=note, names=[read_only] * (expect == "error"), lines=("accuracy",))
@@ -353,14 +354,136 @@ def cases():
         write_checkpoint({**arrays, "classifier.weight": np.full_like(arrays["classifier.weight"], value)},
                          os.path.join(copy(SST2_SMALL, id, "m"), "model.ckpt"))
         add(id, f"evaluate: classifier.weight {what}, written with save_checkpoint", evaluate(p(id, "m")), names=names)
+    issue_24_outputs(add, evaluate, ev)
     return rows
+
+
+# ------------------------------------------------------------------ issue 24: outputs (cases 1, 3, 4, 6, 8, 12, 13)
+def sparse_mindir(path, ours, size=3 * 10 ** 9):
+    """A ``size``-byte sparse file: a MindIR whose graph field is all holes, with albert_min's metadata
+    after it (``ours``), or just holes (not a MindIR)."""
+    def varint(n):
+        out = b""
+        while n >= 0x80:
+            out, n = out + bytes([n & 0x7F | 0x80]), n >> 7
+        return out + bytes([n])
+    with open(path, "wb") as f:
+        if ours:
+            entry = b"\x0a\x08producer\x12\x0aalbert_min"
+            f.write(b"\x3a" + varint(size))
+            f.seek(size, os.SEEK_CUR)
+            f.write(b"\x72" + varint(len(entry)) + entry)
+        else:
+            f.truncate(size)
+    return path
+
+
+def exists_all(*paths):
+    def check():
+        there = [os.path.lexists(q) for q in paths]
+        return all(there), f"{', '.join(os.path.basename(q) for q in paths)}: {'all still there' if all(there) else 'GONE'}"
+    return check
+
+
+def modes_follow_umask(folder):
+    umask = os.umask(0o022)
+    os.umask(umask)
+
+    def check():
+        modes = {n: oct(os.stat(os.path.join(folder, n)).st_mode & 0o777) for n in sorted(os.listdir(folder))}
+        ok = all(m == oct(0o666 & ~umask) for m in modes.values())
+        return ok, f"umask {umask:03o}: " + ", ".join(f"{n} {m[2:]}" for n, m in modes.items())
+    return check
+
+
+def winner_intact(holder, dst, go):
+    """The process holding ``dst`` still has its temporary folder; told to go on, it finishes the folder."""
+    def check():
+        parent = os.path.dirname(dst)
+        temporary = [n for n in os.listdir(parent) if n.startswith(f".{os.path.basename(dst)}.tmp-{holder.pid}-")]
+        intact_tmp = len(temporary) == 1 and os.path.isfile(os.path.join(parent, temporary[0], "model.ckpt"))
+        write(go, "")
+        code = holder.wait(timeout=300)
+        ok = intact_tmp and code == 0 and os.path.isfile(os.path.join(dst, "model.ckpt"))
+        return ok, (f"the holder's temporary folder was {'intact' if intact_tmp else 'TOUCHED'}; then it exited {code} "
+                    f"and {os.path.basename(dst)}/ has {sorted(os.listdir(dst)) if os.path.isdir(dst) else 'nothing'}")
+    return check
+
+
+def issue_24_outputs(add, evaluate, ev):
+    from test_safe_output import SLOW_CONVERT
+    data = dev_slice(p("24.1", "dev16.tsv"), 16)
+    os.symlink(data, p("24.1", "link.tsv"))
+    notes = write(p("24.1", "notes.txt"), "mine")
+    add("24.1a", "evaluate --output = its own --data, --force", ["evaluate.py", "--model", SST2_SMALL, "--data", data,
+        "--quiet", "--output", data, "--force"], names=[data], check=intact(p("24.1")))
+    add("24.1b", "evaluate --output = a symlink to its --data, --force", ["evaluate.py", "--model", SST2_SMALL,
+        "--data", data, "--quiet", "--output", p("24.1", "link.tsv"), "--force"], names=[data], check=intact(p("24.1")))
+    add("24.1c", "evaluate --output = a user's notes.txt, --force", evaluate(SST2_SMALL, "--output", notes, "--force"),
+        names=[notes], check=intact(p("24.1")))
+    add("24.1d", "evaluate --output = a user's notes.txt, no --force", evaluate(SST2_SMALL, "--output", notes),
+        names=[notes, "--force"], check=intact(p("24.1")))
+    # 3. A real convert holds DST (stopped inside its write) while a second one is started on it.
+    dst, writing, go = p("24.3", "out", "dst"), p("24.3", "writing"), p("24.3", "go")
+    holder = subprocess.Popen([sys.executable, "-c", SLOW_CONVERT.format(root=ROOT, writing=writing, go=go, src=PRE,
+                                                                         dst=dst)],
+                              env=ENV, stdout=subprocess.DEVNULL)
+    BACKGROUND.append(holder)
+    while not os.path.exists(writing) and holder.poll() is None:
+        time.sleep(0.1)
+    add("24.3", "convert --force into a DST another convert is writing", ["convert", PRE, dst, "--force"],
+        names=[f"{dst}: in use by another albert_min process (pid {holder.pid})"], check=winner_intact(holder, dst, go))
+    # 4. Folders, symlinks and fifos the user put in a folder albert_min wrote.
+    model = p("24.4", "model")
+    cv.convert(PRE, model)
+    os.makedirs(p("24.4", "userdata", mkdir=True), exist_ok=True)
+    os.symlink(p("24.4", "userdata"), os.path.join(model, "my_data_link"))
+    os.mkdir(os.path.join(model, "my_empty_results_dir"))
+    os.mkfifo(os.path.join(model, "pipe"))
+    add("24.4", "convert --force onto a folder it wrote + my_data_link -> userdata/, my_empty_results_dir/, a fifo",
+        ["convert", PRE, model, "--force"], names=["my_data_link (symlink)", "my_empty_results_dir/", "pipe (fifo)"],
+        check=exists_all(*(os.path.join(model, n) for n in ("my_data_link", "my_empty_results_dir", "pipe"))))
+    # 6. export --force onto 3 GB sparse targets: only the field headers are read.
+    ours, zeros = sparse_mindir(p("24.6a", "big.mindir"), True), sparse_mindir(p("24.6b", "zeros.mindir"), False)
+    add("24.6a", "export --force onto a 3 GB sparse MindIR whose metadata names albert_min",
+        ["export", SST2_SMALL, ours, "--force"], expect="ok", cost=True, lines=("wrote",))
+    add("24.6b", "export --force onto a 3 GB sparse file of zeros", ["export", SST2_SMALL, zeros, "--force"],
+        names=[zeros, "not a MindIR file albert_min wrote"], cost=True)
+    # 8. Names MindSpore's file-name regex refuses.
+    for id, name in (("24.8a", "sp ace/x.mindir"), ("24.8b", "é/x.mindir")):
+        add(id, f"export to {name!r}", ["export", SST2_SMALL, p(id, name), "--batch", "1", "--seq", "8"],
+            expect="ok", lines=("wrote",), check=ends_listing(os.path.dirname(p(id, name)), ["x.mindir"]))
+    # 12. The user's umask, whatever MindSpore's writers chmod.
+    add("24.12", "convert: the modes of the files written", ["convert", PRE, p("24.12", "out")], expect="ok",
+        lines=("converted",), check=modes_follow_umask(p("24.12", "out")))
+    # 13. One rule for parent folders: created for every output.
+    a, b, c = (p(id, mkdir=True) for id in ("24.13a", "24.13b", "24.13c"))   # new/ below each is not made here
+    add("24.13a", "evaluate --output into missing folders", evaluate(SST2_SMALL, "--output", os.path.join(
+        a, "new", "dir", "preds.tsv")), expect="ok", lines=("accuracy",), check=ends_listing(a, ["new"]))
+    add("24.13b", "export into missing folders", ["export", SST2_SMALL, os.path.join(b, "new", "x.mindir"), "--batch",
+        "1", "--seq", "8"], expect="ok", lines=("wrote",), check=ends_listing(os.path.join(b, "new"), ["x.mindir"]))
+    add("24.13c", "export into missing folders, failing after they were made: they are removed again",
+        ["export", SST2_SMALL, os.path.join(c, "new", "x.mindir"), "--seq", "100000"], names=["--seq 100000"],
+        check=ends_listing(c, []))
+    # Issue 27, friction 10: a pre-trained backbone exported as a classifier.
+    add("24.27", "export weights/pretrained-small (a pre-trained backbone) without --backbone",
+        ["export", os.path.join(ROOT, "weights", "pretrained-small"), p("24.27", "x.mindir")], names=["--backbone"],
+        check=ends_listing(p("24.27"), []))
+
+
+def ends_listing(folder, names):
+    def check():
+        listed = sorted(os.listdir(folder)) if os.path.isdir(folder) else None
+        return listed == sorted(names), f"{folder} lists {listed}"
+    return check
 
 
 # ------------------------------------------------------------------ running and reporting
 def run(argv, cwd=ROOT):
     """One tool run as a user runs it: exit code, output, wall time, peak RSS (from wait4)."""
     tool, *args = argv
-    cmd = [sys.executable, *(["-m", "albert_min.convert"] if tool == "convert" else [os.path.join(ROOT, tool)])]
+    modules = {"convert": "albert_min.convert", "export": "albert_min.export"}
+    cmd = [sys.executable, *(["-m", modules[tool]] if tool in modules else [os.path.join(ROOT, tool)])]
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
         proc = subprocess.Popen(cmd + args, cwd=cwd, stdout=out, stderr=err, env=ENV)
@@ -407,7 +530,8 @@ def main():
                 continue
             result = run(row.argv, row.cwd)
             problems, notes, shown = judge(row, result)
-            argv = ["-m albert_min.convert" if row.argv[0] == "convert" else row.argv[0], *row.argv[1:]]
+            argv = [f"-m albert_min.{row.argv[0]}" if row.argv[0] in ("convert", "export") else row.argv[0],
+                    *row.argv[1:]]
             command = ("cd " + row.cwd + " && " if row.cwd != ROOT else "") + " ".join(argv)
             text = code(short(shown)) + "".join(f" — {short(n)}" for n in notes)
             if problems:
@@ -416,6 +540,8 @@ def main():
             rows.append(f"| {row.id} {short(row.what)} | {code(short(command))} | {result.code} | {text} |")
             print(rows[-1], flush=True)
     finally:
+        for proc in BACKGROUND:
+            proc.kill()
         for folder, _, _ in os.walk(T):
             os.chmod(folder, 0o755)
         shutil.rmtree(T, ignore_errors=True)
@@ -428,7 +554,7 @@ def main():
                     "tests/fixtures/spiece_sst2_2k.model --epochs 1 --batch-size 16` for train.py); `dev16.tsv` "
                     "and `dev32.tsv` are the first rows of ../shared/data/sst2/dev.tsv. The last column is the "
                     "last line printed (stderr on an error, else stdout), then what was checked after the run.\n\n"
-                    f"{len(rows) - len(failing)} of {len(rows)} cases behave as issue 7 asks"
+                    f"{len(rows) - len(failing)} of {len(rows)} cases behave as issues 7 and 24 ask"
                     + (f"; **FAILS**: {', '.join(failing)}" if failing else "") + ".\n\n"
                     "| case | command (shortened) | exit | what it prints |\n|---|---|---|---|\n"
                     + "\n".join(rows) + "\n")

@@ -160,7 +160,8 @@ def test_a_crash_between_the_two_renames_is_completed_by_the_next_run(tmp_path):
     target = str(tmp_path / "state")
     code = subprocess.run([sys.executable, "-c", KILL_BETWEEN_RENAMES.format(root=ROOT, target=target)]).returncode
     assert code == 9 and not os.path.exists(target)
-    assert sorted(n.split("-")[0] for n in os.listdir(tmp_path)) == [".state.old", ".state.tmp"]
+    # Killed holding the lock: its lock file stays, unlocked (the kernel dropped the flock); the next run removes it.
+    assert sorted(n.split("-")[0] for n in os.listdir(tmp_path)) == [".state.lock", ".state.old", ".state.tmp"]
     assert recover_directory(target) == f"completed an interrupted save of {target}"
     assert open(os.path.join(target, "v")).read() == "2" and os.listdir(tmp_path) == ["state"]
     # Rolled back instead when the new version never became complete.
@@ -406,23 +407,25 @@ def test_train_data_errors_are_one_line(tmp_path):
 
 def test_evaluate_checks_its_output_before_the_work(model_dir, tmp_path, monkeypatch):
     data = os.path.join(HF_SST2, "dev64.tsv")
-    missing = tmp_path / "no" / "preds.tsv"
+    (tmp_path / "file").write_text("x")
 
     def must_not_run(*args, **kwargs):
         raise AssertionError("evaluated although the output cannot be written")
     with monkeypatch.context() as patch:
-        patch.setattr("albert_min.classify.predict", must_not_run)
-        with pytest.raises(SystemExit, match=f"^error: {tmp_path / 'no'}: no such folder$"):
-            evaluate.main(["--model", model_dir, "--data", data, "--output", str(missing)])
+        patch.setattr("albert_min.classify.predict_logits", must_not_run)
+        with pytest.raises(SystemExit, match=f"^error: {tmp_path / 'file'}: not a folder, so "
+                                             f"{tmp_path / 'file' / 'preds.tsv'} cannot be written below it$"):
+            evaluate.main(["--model", model_dir, "--data", data, "--output", str(tmp_path / "file" / "preds.tsv")])
         with pytest.raises(SystemExit, match=f"^error: {tmp_path}: is a folder, not a file$"):
             evaluate.main(["--model", model_dir, "--data", data, "--output", str(tmp_path)])
-    # A full disk while writing: one line, and no half-written file left behind.
+    (tmp_path / "file").unlink()
+    # A full disk while writing: one line, and no half-written file (nor a folder made for it) left behind.
     real_replace = os.replace
 
     def full_disk(src, dst):
         raise OSError(28, "No space left on device", dst)
     monkeypatch.setattr(os, "replace", full_disk)
-    out = str(tmp_path / "preds.tsv")
+    out = str(tmp_path / "new" / "preds.tsv")
     with pytest.raises(SystemExit, match=f"^error: {out}: No space left on device$"):
         evaluate.main(["--model", model_dir, "--data", data, "--output", out, "--quiet"])
     monkeypatch.setattr(os, "replace", real_replace)
