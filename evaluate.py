@@ -125,8 +125,10 @@ def evaluate(args):
         raise FileNotFoundError(f"model folder not found: {args.model}")
     if args.output:
         check_output_file(args.output)
-    task = glue.get_task(args.task or glue.infer_task(args.data))
-    examples = glue.read_examples(args.data, task)
+    from albert_min.tasks import get_task, infer_task
+    registered = get_task(args.task or infer_task(args.data))
+    task = registered.spec   # the GLUE layout, labels and metrics that this script reports
+    examples = registered.read(args.data)
     if examples.labels is None and not args.output:
         raise DataError(f"{args.data} has no labels to score; pass --output to write its predictions")
     import mindspore as ms
@@ -137,7 +139,7 @@ def evaluate(args):
     from albert_min.classify import predict_logits, default_compile_cache
     from tokenizer import AlbertTokenizer
     model = AlbertForSequenceClassification.from_pretrained(args.model)
-    check_model_fits_task(model.config, task, examples, args.model)
+    registered.check_model(model.config, examples, args.model)
     tokenizer = AlbertTokenizer.from_pretrained(args.model)
     max_length = min(args.max_length or training_max_length(args.model), model.config.max_position_embeddings)
     logits, seconds = predict_logits(model, tokenizer, examples.texts, examples.text_pairs, args.batch_size,
@@ -167,20 +169,6 @@ def evaluate(args):
     else:
         print(format_report(metrics, args.model, args.data, metrics["examples_per_s"], task))
     return metrics
-
-
-def check_model_fits_task(config, task, examples, model_dir):
-    """A regression model for STS-B, a classifier with the task's label count otherwise."""
-    from albert_min.data import DataError, check_labels
-    if task.is_regression != config.is_regression:
-        kind = "a regression model (one score)" if config.is_regression else f"a {config.num_labels}-label classifier"
-        need = "a regression model (num_labels 1)" if task.is_regression else "a classifier"
-        raise DataError(f"{model_dir} is {kind}; task {task.name} ({examples.path}) needs {need}")
-    if task.num_labels is not None and not task.is_regression and config.num_labels != task.num_labels:
-        raise DataError(f"{model_dir} has {config.num_labels} labels; task {task.name} has {task.num_labels} "
-                        f"({', '.join(task.label_names)})")
-    if examples.labels is not None and not task.is_regression:
-        check_labels(examples.labels, config.num_labels, examples.path)
 
 
 if __name__ == "__main__":

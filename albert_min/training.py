@@ -1,22 +1,14 @@
-"""The pieces of fine-tuning and pre-training that train.py strings together:
-learning-rate schedule, AdamW with decay groups, one compiled train step,
-and atomic save / resume of the whole training state."""
+"""The pieces of the training loop (albert_min.trainer): learning-rate schedule, AdamW
+with decay groups, one compiled train step, and the
+dropout reseeding that makes a resumed run repeat the uninterrupted one. The saved
+training state is albert_min.training_state."""
 
-import json
 import logging
-import os
 import random
 
 import numpy as np
 import mindspore as ms
 from mindspore import nn, ops
-
-from .checkpoint import CheckpointError, load_arrays, model_arrays, read_checkpoint, write_checkpoint
-from .safe_output import STATE_KIND, atomic_directory, recover_directory
-
-STATE_FILE = "state.json"
-WEIGHTS_FILE = "model.ckpt"
-OPTIMIZER_FILE = "optimizer.ckpt"
 
 
 def linear_warmup_decay(peak_lr, total_steps, warmup_fraction):
@@ -53,6 +45,18 @@ def make_optimizer(model, lr_schedule, weight_decay):
     return nn.AdamWeightDecay(groups, learning_rate=ms.Tensor(lr_schedule), eps=1e-6)
 
 
+def _averaged_over_workers(grad_reducer):
+    """(grads, loss) -> the same averaged over data-parallel workers; None for one process."""
+    if grad_reducer is None:
+        return None
+    from mindspore.communication import get_group_size
+    sum_over_workers, workers = ops.AllReduce(), get_group_size()
+
+    def average(grads, loss):
+        return grad_reducer(grads), sum_over_workers(loss) / workers
+    return average
+
+
 def make_train_step(loss_fn, optimizer, max_grad_norm, use_jit=True, grad_reducer=None):
     """One optimisation step: loss, gradients, global-norm clipping, AdamW update.
 
@@ -63,74 +67,17 @@ def make_train_step(loss_fn, optimizer, max_grad_norm, use_jit=True, grad_reduce
     the global batch's, and the returned loss is the mean over the workers.
     """
     grad_fn = ms.value_and_grad(loss_fn, None, optimizer.parameters)
-    if grad_reducer is not None:
-        from mindspore.communication import get_group_size
-        sum_over_workers, workers = ops.AllReduce(), get_group_size()
+    average = _averaged_over_workers(grad_reducer)
 
     def train_step(*batch):
         loss, grads = grad_fn(*batch)
-        if grad_reducer is not None:
-            grads = grad_reducer(grads)
-            loss = sum_over_workers(loss) / workers
+        if average is not None:
+            grads, loss = average(grads, loss)
         grads = ops.clip_by_global_norm(grads, max_grad_norm)
         optimizer(grads)
         return loss
 
     return ms.jit(train_step) if use_jit else train_step
-
-
-# ------------------------------------------------------------- training state
-def optimizer_state(model, optimizer) -> dict:
-    """The optimizer's own parameters: ``global_step`` and the AdamW moments ``adam_m.*`` /
-    ``adam_v.*`` (the learning-rate schedule is rebuilt from the flags, so it is left out)."""
-    model_ids = {id(p) for p in model.get_parameters()}
-    return {p.name: p for p in optimizer.get_parameters()
-            if id(p) not in model_ids and p.name != "learning_rate"}
-
-
-def save_training_state(directory, model, optimizer, state: dict):
-    """Weights, optimizer moments and ``state`` (epoch, step, best score, losses) in one atomic folder."""
-    with atomic_directory(directory, overwrite=True, kind=STATE_KIND) as tmp:
-        write_checkpoint(model_arrays(model), os.path.join(tmp, WEIGHTS_FILE))
-        write_checkpoint({name: p.asnumpy() for name, p in optimizer_state(model, optimizer).items()},
-                         os.path.join(tmp, OPTIMIZER_FILE))
-        with open(os.path.join(tmp, STATE_FILE), "w", encoding="utf-8") as f:
-            json.dump(state, f, indent=2)
-
-
-def load_training_state(directory, model, optimizer, recover=True) -> dict:
-    """Restore what ``save_training_state`` wrote; returns the state dict.
-
-    A save that a crash interrupted is first completed or rolled back
-    (``recover_directory``; ``recover=False`` for readers that must not write,
-    e.g. data-parallel workers other than rank 0). Every optimizer tensor must
-    be there: a resume without the AdamW moments would silently be a different run.
-    """
-    if recover:
-        recover_directory(directory)
-    state_path = os.path.join(directory, STATE_FILE)
-    if not os.path.isfile(state_path):
-        raise CheckpointError(f"no training state to resume in {directory}")
-    try:
-        with open(state_path, encoding="utf-8") as f:
-            state = json.load(f)
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise CheckpointError(f"{state_path}: not valid JSON ({err})") from None
-    if not isinstance(state, dict) or not all(isinstance(state.get(k), int) for k in ("epoch", "step")):
-        raise CheckpointError(f"{state_path}: not a training state (needs integer 'epoch' and 'step')")
-    load_arrays(model, read_checkpoint(os.path.join(directory, WEIGHTS_FILE)), directory)
-    optimizer_path = os.path.join(directory, OPTIMIZER_FILE)
-    saved = read_checkpoint(optimizer_path)
-    wanted = optimizer_state(model, optimizer)
-    missing = sorted(set(wanted) - set(saved))
-    if missing:
-        raise CheckpointError(f"{optimizer_path}: lacks optimizer state {missing[:3]}"
-                              f"{' and more' if len(missing) > 3 else ''}; cannot resume this run exactly")
-    for name, p in wanted.items():
-        if tuple(saved[name].shape) != tuple(p.shape):
-            raise CheckpointError(f"{optimizer_path}: optimizer state {name} does not fit this model")
-        p.set_data(ms.Tensor(saved[name]))
-    return state
 
 
 def dropouts(model):
