@@ -41,7 +41,7 @@ from albert_min import arguments as num  # noqa: E402
 from albert_min.errors import AlbertMinError  # noqa: E402
 from albert_min.run_config import ResumeError, RunConfig, flag_name, from_flat  # noqa: E402
 from albert_min.tasks import REGISTRY, TASK_NAMES, get_task, infer_task  # noqa: E402
-from albert_min.training_config import TrainingConfig  # noqa: E402
+from albert_min.training_config import OPTIMIZERS, TrainingConfig  # noqa: E402
 
 SIZE_FLAGS = ("embedding_size", "hidden_size", "layers", "heads", "intermediate_size", "sharing")
 PRETRAINING = tuple(name for name, (module, _, _) in REGISTRY.items() if module == "pretraining")
@@ -92,6 +92,10 @@ def build_parser(parser_class=argparse.ArgumentParser):
     p.add_argument("--epochs", type=num.positive_int, default=cfg.epochs, help="passes over the training data")
     p.add_argument("--batch-size", type=num.positive_int, default=cfg.batch_size,
                    help="examples per step; with --data-parallel the GLOBAL batch, split evenly over the workers")
+    p.add_argument("--grad-accum", type=num.positive_int, default=cfg.grad_accum,
+                   help="split each step's batch into N micro-batches (same step, less memory)")
+    p.add_argument("--optimizer", choices=OPTIMIZERS, default=cfg.optimizer,
+                   help="adamw: BERT's AdamWeightDecay; lamb: LAMB, the ALBERT paper's pre-training optimizer")
     p.add_argument("--lr", type=num.positive_float, default=cfg.lr, help="peak learning rate")
     p.add_argument("--warmup", type=num.fraction, default=cfg.warmup, help="fraction of steps of linear warm-up")
     p.add_argument("--weight-decay", type=num.non_negative_float, default=cfg.weight_decay, help="decoupled")
@@ -208,8 +212,11 @@ def check_settings(p, args):
         if ignored:
             p.error(f"{', '.join(ignored)}: the model's shape comes from {'--init' if args.init else '--config'}; "
                     "leave out the size flags")
+    if args.batch_size % args.grad_accum:
+        p.error(f"--batch-size {args.batch_size} must be a multiple of --grad-accum {args.grad_accum}")
     training = {name: getattr(args, name) for name in TrainingConfig.__dataclass_fields__ if hasattr(args, name)}
-    training["adam_bias_correction"] = pretraining   # pre-training from random weights: see the README
+    # pre-training from random weights: see the README; LAMB corrects its own moments
+    training["adam_bias_correction"] = pretraining and args.optimizer == "adamw"
     flat = {k: v for k, v in vars(args).items() if k not in ("resume", "force")}
     flat.update(training)
     return from_flat(flat)

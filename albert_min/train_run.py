@@ -212,7 +212,7 @@ def start_data_parallel(settings, resume, force, stack):
             prepare_outputs(settings, resume, force, writes=False)
     if not parallel.writes:
         settings.training.quiet = True
-        sys.stdout = stack.enter_context(open(os.devnull, "w"))   # only rank 0 reports; errors still reach stderr
+        sys.stdout = open(os.devnull, "w")   # only rank 0 reports (to the end of the process); errors reach stderr
     return parallel
 
 

@@ -25,7 +25,8 @@ from .checkpoint import SETTINGS_FILE, TRAIN_METRICS_FILE, model_arrays, save_mo
 from .errors import AlbertMinError
 from .parallel import SingleProcess
 from .safe_output import output_lock
-from .training import (linear_warmup_decay, make_optimizer, make_train_step,
+from .tasks.base import rows_of
+from .training import (linear_warmup_decay, make_accumulating_step, make_optimizer, make_train_step,
                        quiet_recompile_warning, release_compiled_graphs, reseed_dropout, uses_dropout,
                        with_adam_bias_correction)
 from .training_state import load_training_state, save_training_state
@@ -68,7 +69,7 @@ class Trainer:
         schedule = linear_warmup_decay(config.lr, self.total_steps, config.warmup)
         if config.adam_bias_correction:   # pre-training from random weights with a short warm-up: see the README
             schedule = with_adam_bias_correction(schedule)
-        self.optimizer = make_optimizer(model, schedule, config.weight_decay)
+        self.optimizer = make_optimizer(model, schedule, config.weight_decay, config.optimizer)
         self.loss_fn = task.loss_fn(model)
         self.train_step = None   # built (dropout reseeded, recompiled) at the start of each saved segment
         # epoch_losses: this epoch's losses so far, so a resumed epoch reports the same mean loss
@@ -76,17 +77,23 @@ class Trainer:
                       "settings": {"training": config.to_dict(), **(settings or {})}, "inputs": inputs or {}}
 
     def step(self, batch):
-        """One train step. After every saved state the dropout masks are reseeded from
-        (seed, step) and the step recompiled, so a resumed run repeats the original
-        exactly (see ``albert_min.training.reseed_dropout``)."""
+        """One optimizer step on ``batch`` (in ``config.grad_accum`` micro-batches). After every
+        saved state the dropout masks are reseeded from (seed, step) and the step recompiled, so a
+        resumed run repeats the original exactly (see ``albert_min.training.reseed_dropout``)."""
         config = self.config
         if self.train_step is None:
             quiet_recompile_warning()
             reseed_dropout(self.model, config.seed, self.state["step"], self.parallel.rank)
-            self.train_step = make_train_step(self.loss_fn, self.optimizer, config.max_grad_norm,
-                                              use_jit=config.use_jit,
-                                              grad_reducer=self.parallel.grad_reducer(self.optimizer.parameters))
-        return float(self.train_step(*[ms.Tensor(x) for x in batch]).asnumpy())
+            make = make_train_step if config.grad_accum == 1 else make_accumulating_step
+            self.train_step = make(self.loss_fn, self.optimizer, config.max_grad_norm, use_jit=config.use_jit,
+                                   grad_reducer=self.parallel.grad_reducer(self.optimizer.parameters))
+        if config.grad_accum == 1:
+            return float(self.train_step(*[ms.Tensor(x) for x in batch]).asnumpy())
+        rows = rows_of(batch)
+        bounds = np.linspace(0, rows, config.grad_accum + 1).round().astype(int)
+        parts = [((end - start) / rows, [ms.Tensor(x) for x in self.task.split_batch(batch, slice(start, end))])
+                 for start, end in zip(bounds[:-1], bounds[1:]) if end > start]
+        return float(self.train_step(parts).asnumpy())
 
     def save_state(self):
         if self.parallel.writes:

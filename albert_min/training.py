@@ -1,5 +1,5 @@
-"""The pieces of the training loop (albert_min.trainer): learning-rate schedule, AdamW
-with decay groups, one compiled train step, and the
+"""The pieces of the training loop (albert_min.trainer): learning-rate schedule, AdamW or
+LAMB with decay groups, one compiled train step (or one over micro-batches), and the
 dropout reseeding that makes a resumed run repeat the uninterrupted one. The saved
 training state is albert_min.training_state."""
 
@@ -36,12 +36,19 @@ def with_adam_bias_correction(lr_schedule, beta1=0.9, beta2=0.999):
     return (lr_schedule * np.sqrt(1.0 - beta2 ** t) / (1.0 - beta1 ** t)).astype(np.float32)
 
 
-def make_optimizer(model, lr_schedule, weight_decay):
-    """AdamW (BERT's AdamWeightDecay) with no decay on biases and LayerNorm weights."""
+def make_optimizer(model, lr_schedule, weight_decay, kind="adamw"):
+    """AdamW (BERT's ``AdamWeightDecay``) or LAMB (``albert_min.lamb``, the ALBERT paper's
+    pre-training optimizer: Adam's update scaled per tensor by ||w|| / ||update||), with no weight
+    decay on biases and LayerNorm weights."""
     no_decay = [p for p in model.trainable_params() if p.name.endswith("bias") or "LayerNorm" in p.name
                 or "layer_norm" in p.name]
     decay = [p for p in model.trainable_params() if all(p is not q for q in no_decay)]
     groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    if kind == "lamb":
+        from .lamb import Lamb   # nn.Lamb's fused kernel has no CPU implementation: see albert_min.lamb
+        return Lamb(groups, learning_rate=ms.Tensor(lr_schedule), eps=1e-6)
+    if kind != "adamw":
+        raise ValueError(f"unknown optimizer {kind!r}")
     return nn.AdamWeightDecay(groups, learning_rate=ms.Tensor(lr_schedule), eps=1e-6)
 
 
@@ -58,7 +65,7 @@ def _averaged_over_workers(grad_reducer):
 
 
 def make_train_step(loss_fn, optimizer, max_grad_norm, use_jit=True, grad_reducer=None):
-    """One optimisation step: loss, gradients, global-norm clipping, AdamW update.
+    """One optimisation step: loss, gradients, global-norm clipping, optimizer update.
 
     ``loss_fn(*batch)`` returns a scalar. The step is compiled to a graph
     with ``mindspore.jit`` unless ``use_jit`` is False. Data-parallel workers
@@ -78,6 +85,40 @@ def make_train_step(loss_fn, optimizer, max_grad_norm, use_jit=True, grad_reduce
         return loss
 
     return ms.jit(train_step) if use_jit else train_step
+
+
+def make_accumulating_step(loss_fn, optimizer, max_grad_norm, use_jit=True, grad_reducer=None):
+    """``make_train_step`` over micro-batches: ``step([(weight, batch), ...])`` adds up
+    ``weight * gradient`` of each micro-batch, then averages over the workers, clips and
+    updates once. With weights = each micro-batch's share of the rows and a loss that is a
+    mean over rows, this is the step on the whole batch, in less memory."""
+    grad_fn = ms.value_and_grad(loss_fn, None, optimizer.parameters)
+    average = _averaged_over_workers(grad_reducer)
+
+    def weighted(weight, *batch):
+        loss, grads = grad_fn(*batch)
+        return loss * weight, tuple(g * weight for g in grads)
+
+    def add(total, part):
+        return tuple(a + b for a, b in zip(total, part))
+
+    def apply(grads, loss):
+        if average is not None:
+            grads, loss = average(grads, loss)
+        optimizer(ops.clip_by_global_norm(grads, max_grad_norm))
+        return loss
+
+    compile_ = ms.jit if use_jit else (lambda f: f)
+    weighted, add, apply = compile_(weighted), compile_(add), compile_(apply)
+
+    def step(parts):
+        loss = grads = None
+        for weight, batch in parts:
+            part_loss, part_grads = weighted(ms.Tensor(weight, ms.float32), *batch)
+            loss, grads = (part_loss, part_grads) if grads is None else (loss + part_loss, add(grads, part_grads))
+        return apply(grads, loss)
+
+    return step
 
 
 def dropouts(model):

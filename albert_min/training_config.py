@@ -11,6 +11,7 @@ from typing import Optional
 
 from .errors import AlbertMinError
 
+OPTIMIZERS = ("adamw", "lamb")
 # May differ on --resume: they extend (or shorten) the run's budget, or only change what is shown.
 EXTENDABLE = ("epochs", "max_steps", "max_minutes")
 PRESENTATION = ("quiet",)
@@ -29,6 +30,8 @@ class TrainingConfig:
     warmup: float = 0.1                    # share of the steps of linear warm-up, then linear decay to 0
     weight_decay: float = 0.01             # decoupled weight decay (not on biases and LayerNorm weights)
     max_grad_norm: float = 1.0             # gradients are clipped to this global norm
+    optimizer: str = "adamw"               # adamw (BERT's AdamWeightDecay) or lamb (the paper's pre-training one)
+    grad_accum: int = 1                    # micro-batches per step: the batch is split in this many parts
     adam_bias_correction: bool = False     # scale the schedule by Adam's bias correction (pre-training from scratch)
     max_steps: Optional[int] = None        # stop after this many steps; shortens the schedule too
     max_minutes: Optional[float] = None    # time budget; the state is saved, --resume continues
@@ -62,7 +65,7 @@ class TrainingConfig:
             need(ok, name, f"a finite number {'>' if low_open else '>='} {low}" + (f" and <= {high}" if high else ""))
 
         need(isinstance(self.output, str) and self.output.strip("/" + os.sep) != "", "output", "a folder path")
-        for name in ("epochs", "batch_size"):
+        for name in ("epochs", "batch_size", "grad_accum"):
             integer(name, 1)
         for name in ("max_steps", "eval_every", "save_every"):
             integer(name, 1, optional=True)
@@ -72,6 +75,10 @@ class TrainingConfig:
         number("weight_decay", 0.0)
         number("max_grad_norm", 0.0, low_open=True)
         number("max_minutes", 0.0, low_open=True, optional=True)
+        need(self.optimizer in OPTIMIZERS, "optimizer", f"one of {', '.join(OPTIMIZERS)}")
+        if self.batch_size % self.grad_accum:
+            raise TrainingConfigError(f"batch_size {self.batch_size} must be a multiple of grad_accum "
+                                      f"{self.grad_accum} (each step's batch is split into equal micro-batches)")
         for name in ("adam_bias_correction", "use_jit", "quiet"):
             need(isinstance(getattr(self, name), bool), name, "true or false")
 

@@ -44,8 +44,9 @@ def file_fingerprint(path) -> dict:
 
 
 def optimizer_state(model, optimizer) -> dict:
-    """The optimizer's own parameters: ``global_step`` and the AdamW moments ``adam_m.*`` /
-    ``adam_v.*`` (the learning-rate schedule is rebuilt from the settings, so it is left out)."""
+    """The optimizer's own parameters: ``global_step`` and the moments (AdamW's ``adam_m.*`` /
+    ``adam_v.*``, LAMB's ``lamb_m.*`` / ``lamb_v.*``); the learning-rate schedule is rebuilt
+    from the settings, so it is left out."""
     model_ids = {id(p) for p in model.get_parameters()}
     return {p.name: p for p in optimizer.get_parameters()
             if id(p) not in model_ids and p.name != "learning_rate"}

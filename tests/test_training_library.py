@@ -1,17 +1,19 @@
 """Training as a library: the Python example of docs/training.md, the task registry, the typed
-config, one writer per output, and train.py's messages."""
+config, grad accumulation and LAMB, one writer per output, and train.py's messages."""
 
 import os
 import re
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from conftest import ROOT
 from test_scripts import TINY_MODEL, sentiment_tsv
 
 import train  # noqa: E402
+from albert_min.checkpoint import read_checkpoint
 from albert_min.tasks import REGISTRY, TASK_NAMES, get_task
 from albert_min.training_config import TrainingConfig, TrainingConfigError
 
@@ -44,6 +46,8 @@ def test_every_registered_task_builds_and_names_itself():
 @pytest.mark.parametrize("changes, message", [
     ({"batch_size": 0}, "batch_size must be an integer >= 1, got 0"),
     ({"lr": float("nan")}, "lr must be a finite number > 0.0"),
+    ({"optimizer": "sgd"}, "optimizer must be one of adamw, lamb"),
+    ({"batch_size": 10, "grad_accum": 4}, "batch_size 10 must be a multiple of grad_accum 4"),
     ({"output": "/"}, "output must be a folder path"),
 ])
 def test_training_config_refuses_bad_values_naming_them(changes, message):
@@ -57,7 +61,8 @@ def test_help_shows_every_default(capsys):
     shown = " ".join(capsys.readouterr().out.split())
     for flag, default in [("--epochs", 3), ("--batch-size", 64), ("--lr", 0.0002), ("--warmup", 0.1),
                           ("--weight-decay", 0.01), ("--max-grad-norm", 1.0), ("--max-length", 64), ("--seed", 42),
-                          ("--vocab-size", 8000), ("--hidden-size", 128), ("--heads", 4)]:
+                          ("--vocab-size", 8000), ("--hidden-size", 128), ("--heads", 4), ("--grad-accum", 1),
+                          ("--optimizer", "adamw")]:
         assert re.search(re.escape(flag) + r" [A-Z_{},a-z]+ .*?\(default: " + re.escape(str(default)) + r"\)", shown), flag
 
 
@@ -120,3 +125,59 @@ def test_two_train_processes_on_one_output_exactly_one_wins(tmp_path):
     assert code == 1 and err.strip() == (f"error: {output}: in use by another albert_min process "
                                          f"(pid {winners[0][3]})")
     assert f"done: best score" not in losers[0][1] and "done:" in winners[0][1]
+
+
+def train_tiny(tmp_path, name, *extra, rows=64):
+    tsv = sentiment_tsv(tmp_path / "train.tsv", rows, seed=5)
+    output = str(tmp_path / name)
+    train.main(["--train", tsv, "--output", output, "--epochs", "2", "--batch-size", "16", "--lr", "3e-3",
+                "--dropout", "0", *TINY_MODEL, *extra])
+    return read_checkpoint(os.path.join(output + ".state", "model.ckpt"))
+
+
+@pytest.mark.parametrize("optimizer", ["adamw", "lamb"])
+def test_grad_accumulation_equals_one_larger_batch(tmp_path, optimizer):
+    """--batch-size 16 in 4 micro-batches of 4 is the step on the batch of 16 (dropout off): float32 tolerance."""
+    whole = train_tiny(tmp_path, "whole", "--optimizer", optimizer)
+    accumulated = train_tiny(tmp_path, "accumulated", "--optimizer", optimizer, "--grad-accum", "4")
+    for name, value in whole.items():
+        np.testing.assert_allclose(accumulated[name], value, rtol=1e-4, atol=1e-5, err_msg=name)
+    smaller = train_tiny(tmp_path, "smaller", "--optimizer", optimizer, "--batch-size", "4")
+    assert not all(np.allclose(whole[n], smaller[n], rtol=1e-4, atol=1e-5) for n in whole)   # not 4-row batches
+
+
+def test_lamb_is_the_optimizer_and_its_state_resumes(tmp_path):
+    adamw = train_tiny(tmp_path, "adamw")
+    lamb = train_tiny(tmp_path, "lamb", "--optimizer", "lamb")
+    assert any(not np.allclose(adamw[n], lamb[n]) for n in adamw)
+    moments = read_checkpoint(str(tmp_path / "lamb.state" / "optimizer.ckpt"))
+    assert any(k.startswith("lamb_m.") for k in moments) and int(moments["global_step"]) == 8
+
+
+@pytest.mark.parametrize("use_jit", [True, False])
+def test_lamb_follows_its_formula(use_jit):
+    """Two steps of albert_min.lamb against LAMB written out in numpy (nn.Lamb's documented update:
+    bias-corrected Adam ratio plus weight decay, scaled per tensor by ||w|| / ||update||)."""
+    import mindspore as ms
+    from albert_min.lamb import Lamb
+    rng = np.random.default_rng(0)
+    w0, b0 = rng.normal(size=(3, 4)).astype(np.float32), rng.normal(size=(4,)).astype(np.float32)
+    w, b = ms.Parameter(ms.Tensor(w0), name="w"), ms.Parameter(ms.Tensor(b0), name="b")
+    lrs = np.array([0.1, 0.05], np.float32)
+    optimizer = Lamb([{"params": [w], "weight_decay": 0.01}, {"params": [b], "weight_decay": 0.0}],
+                     learning_rate=ms.Tensor(lrs))
+    grads = [(rng.normal(size=(3, 4)).astype(np.float32), rng.normal(size=(4,)).astype(np.float32)) for _ in range(2)]
+
+    def step(gw, gb):
+        return optimizer((gw, gb))
+    step = ms.jit(step) if use_jit else step
+    for gw, gb in grads:
+        step(ms.Tensor(gw), ms.Tensor(gb))
+    for parameter, p, decay, k in ((w, w0, 0.01, 0), (b, b0, 0.0, 1)):
+        m, v = np.zeros_like(p), np.zeros_like(p)
+        for t, g in enumerate(grads, start=1):
+            m, v = 0.9 * m + 0.1 * g[k], 0.999 * v + 0.001 * g[k] ** 2
+            u = (m / (1 - 0.9 ** t)) / (np.sqrt(v / (1 - 0.999 ** t)) + 1e-6) + decay * p
+            p = p - lrs[t - 1] * np.linalg.norm(p) / np.linalg.norm(u) * u
+        np.testing.assert_allclose(parameter.asnumpy(), p, rtol=1e-5, atol=1e-6)
+    assert int(optimizer.global_step.asnumpy()[0]) == 2
