@@ -181,3 +181,19 @@ def test_lamb_follows_its_formula(use_jit):
             p = p - lrs[t - 1] * np.linalg.norm(p) / np.linalg.norm(u) * u
         np.testing.assert_allclose(parameter.asnumpy(), p, rtol=1e-5, atol=1e-6)
     assert int(optimizer.global_step.asnumpy()[0]) == 2
+
+
+def test_a_tasks_predictions_file_is_evaluate_pys(tmp_path):
+    """GlueTask.predict -> write_predictions writes what evaluate.py --output writes for the same model."""
+    import evaluate
+    from albert_min.modeling import AlbertForSequenceClassification
+    from tokenizer import AlbertTokenizer
+    model_dir, data = os.path.join(ROOT, "weights", "sst2-small"), os.path.join(ROOT, "tests", "fixtures",
+                                                                                 "tiny_sst2_hf", "dev64.tsv")
+    task = get_task("sst2")
+    prepared = task.prepare(task.read(data), AlbertTokenizer.from_pretrained(model_dir), max_length=64)
+    model = AlbertForSequenceClassification.from_pretrained(model_dir)
+    task.write_predictions(str(tmp_path / "task.tsv"), prepared, task.predict(model, prepared))
+    evaluate.main(["--model", model_dir, "--data", data, "--output", str(tmp_path / "evaluate.tsv"), "--quiet"])
+    assert (tmp_path / "task.tsv").read_text() == (tmp_path / "evaluate.tsv").read_text()
+    assert len((tmp_path / "task.tsv").read_text().splitlines()) == 65

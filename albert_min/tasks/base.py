@@ -26,9 +26,11 @@ Data flows through the task in four forms, each made by the method named:
   the best answer span per question) without holding every window's logits.
 
 The Trainer calls ``steps_per_epoch``, ``train_batches``, ``split_batch``, ``loss_fn``,
-``evaluate`` and ``selection_score``; train.py also ``read``, ``tokenizer_text``,
-``configure_model``, ``training_sets``; evaluate.py ``read``, ``check_model``,
-``prepare``, ``predict``, ``score`` and ``write_predictions``.
+``evaluate`` and ``selection_score``; train.py (albert_min.train_run) also ``read``,
+``tokenizer_text``, ``configure_model``, ``check_model`` and ``training_sets``; evaluate.py
+``read`` and ``check_model`` (its GLUE report still reads ``albert_min.glue`` directly);
+``predict``, ``score`` and ``write_predictions`` are the evaluation path a task without a GLUE
+report (question answering, tagging) gives its script.
 """
 
 import dataclasses
