@@ -186,10 +186,12 @@ def evaluate(args):
     if args.output:   # before the work
         from albert_min.safe_output import check_file_target
         check_file_target(args.output, predictions_kind(), args.force, protect=(args.data, args.model))
-    task = glue.get_task(args.task or glue.infer_task(args.data))
+    from albert_min.tasks import get_task, infer_task
+    registered = get_task(args.task or infer_task(args.data))
+    task = registered.spec   # the GLUE layout, labels and metrics that this script reports
     if args.max_length is not None:
         check_max_length(args.max_length, args.model)
-    examples = glue.read_examples(args.data, task)
+    examples = registered.read(args.data)
     warn_if_trained_on_another_task(args.model, task, args.data)
     if examples.labels is None and not args.output:
         raise DataError(f"{args.data} has no labels to score; pass --output to write its predictions")
@@ -201,7 +203,7 @@ def evaluate(args):
     from albert_min.classify import predict_logits, default_compile_cache
     from tokenizer import AlbertTokenizer
     model = AlbertForSequenceClassification.from_pretrained(args.model)
-    check_model_fits_task(model.config, task, examples, args.model)
+    registered.check_model(model.config, examples, args.model)
     tokenizer = AlbertTokenizer.from_pretrained(args.model)
     max_length = min(args.max_length or training_max_length(args.model), model.config.max_position_embeddings)
     logits, seconds = predict_logits(model, tokenizer, examples.texts, examples.text_pairs, args.batch_size,
@@ -244,11 +246,16 @@ def check_max_length(max_length, model_dir):
 def warn_if_trained_on_another_task(model_dir, task, data_path):
     """A model scored on another task's data (a single-sentence SST-2 model on RTE's pairs)
     gives numbers that mean little: say so on stderr, naming both tasks. The model's task is
-    what train.py recorded (train_metrics.json's "task"); nothing is said when it is unknown.
+    what train.py recorded (training_settings.json's "task", or an older folder's
+    train_metrics.json's); nothing is said when it is unknown.
     ``cls`` (any other sentence<TAB>label file) names no task, so it goes with any
     single-sentence classifier (an SST-2 model on your own reviews), both ways."""
     from albert_min import glue
-    trained_on = training_record(model_dir).get("task")
+    from albert_min.checkpoint import training_settings
+    try:
+        trained_on = training_settings(model_dir).get("task") or training_record(model_dir).get("task")
+    except ValueError:     # a broken settings file is reported where the length is read
+        return
     if not isinstance(trained_on, str) or trained_on == task.name:
         return
     single_sentence = {name for name, t in glue.TASKS.items() if not t.is_pair and not t.is_regression}
@@ -261,20 +268,6 @@ def warn_if_trained_on_another_task(model_dir, task, data_path):
     print(f"warning: {model_dir} was trained on {trained_on}{shape(trained_on)}, but {data_path} is "
           f"{task.name}{shape(task.name)}; its scores on it may mean little (pass --task if the data's task "
           f"is not {task.name})", file=sys.stderr)
-
-
-def check_model_fits_task(config, task, examples, model_dir):
-    """A regression model for STS-B, a classifier with the task's label count otherwise."""
-    from albert_min.data import DataError, check_labels
-    if task.is_regression != config.is_regression:
-        kind = "a regression model (one score)" if config.is_regression else f"a {config.num_labels}-label classifier"
-        need = "a regression model (num_labels 1)" if task.is_regression else "a classifier"
-        raise DataError(f"{model_dir} is {kind}; task {task.name} ({examples.path}) needs {need}")
-    if task.num_labels is not None and not task.is_regression and config.num_labels != task.num_labels:
-        raise DataError(f"{model_dir} has {config.num_labels} labels; task {task.name} has {task.num_labels} "
-                        f"({', '.join(task.label_names)})")
-    if examples.labels is not None and not task.is_regression:
-        check_labels(examples.labels, config.num_labels, examples.path)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,6 @@ Folders are written atomically through ``safe_output.atomic_directory``: an
 interrupted save or conversion never leaves a half-written model behind.
 """
 
-import json
 import logging
 import os
 import shutil
@@ -17,12 +16,14 @@ import shutil
 import numpy as np
 import mindspore as ms
 from .errors import AlbertMinError
+from .json_files import Field, read_json
 from .safe_output import atomic_directory
 
 CHECKPOINT_FILE = "model.ckpt"
 CONFIG_FILE = "config.json"
 SPIECE_FILE = "spiece.model"
-TRAIN_METRICS_FILE = "train_metrics.json"   # written by train.py beside the best model
+TRAIN_METRICS_FILE = "train_metrics.json"   # the metrics of the saved model (train.py's log record)
+SETTINGS_FILE = "training_settings.json"    # how the model was trained: its task and truncation length
 BACKBONE_PREFIX = "albert."
 # The parts a checkpoint may lack (a published checkpoint holds only the heads it was trained with).
 MODEL_PARTS = {"predictions.": "MLM head", "sop_classifier.": "SOP head", "classifier.": "classifier head",
@@ -130,20 +131,29 @@ def load_model_dir(model, directory, allow_missing=()):
     return model
 
 
-def training_max_length(model_dir, default=128):
-    """The truncation length train.py used for this model (its ``train_metrics.json``),
-    so evaluation and ``pipeline()`` see what training saw; ``default`` if it does not say."""
+SETTINGS_SCHEMA = {"task": Field(str, required=False), "max_length": Field(int, low=3, high=1 << 20)}
+# Folders written before training_settings.json kept max_length in train_metrics.json.
+OLD_METRICS_SCHEMA = {"max_length": Field(int, low=3, high=1 << 20, required=False)}
+
+
+def training_settings(model_dir) -> dict:
+    """How train.py trained the model in ``model_dir``: ``{"task", "max_length"}`` from its
+    ``training_settings.json``, or from an older folder's ``train_metrics.json``; {} if neither says.
+    A file that is not what train.py writes is a JSONFileError naming the file and key."""
+    path = os.path.join(model_dir, SETTINGS_FILE)
+    if os.path.isfile(path):
+        return read_json(path, SETTINGS_SCHEMA)
     path = os.path.join(model_dir, TRAIN_METRICS_FILE)
-    if not os.path.isfile(path):
-        return default
-    try:
-        with open(path, encoding="utf-8") as f:
-            value = json.load(f).get("max_length", default)
-    except (UnicodeDecodeError, json.JSONDecodeError, AttributeError, RecursionError):
-        raise CheckpointError(f"{path}: not a JSON object as train.py writes it") from None
-    if not isinstance(value, int) or isinstance(value, bool) or value < 3:
-        raise CheckpointError(f"{path}: max_length must be an integer >= 3, got {value!r}")
-    return value
+    if os.path.isfile(path):
+        old = read_json(path, OLD_METRICS_SCHEMA)
+        return {"max_length": old["max_length"]} if "max_length" in old else {}
+    return {}
+
+
+def training_max_length(model_dir, default=128):
+    """The truncation length train.py used for this model, so evaluation and ``pipeline()``
+    see what training saw; ``default`` if the folder does not say."""
+    return training_settings(model_dir).get("max_length", default)
 
 
 def tokenizer_file(model_dir, error=CheckpointError):

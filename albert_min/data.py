@@ -1,4 +1,4 @@
-"""Data: GLUE-style TSV files -> token ids -> padded batches; raw text -> SOP/MLM examples.
+"""Data: TSV files -> token ids -> padded batches (pre-training's raw text: albert_min.pretraining).
 
 Batches are length-bucketed: examples of similar length go together and each
 batch is padded only to its own longest row, rounded up to a multiple of
@@ -169,12 +169,6 @@ def bucketed_eval_batches(encoded, batch_size, max_length):
             yield idx, [encoded[i] for i in idx], num_rows, length
 
 
-def train_batches(encoded, labels, batch_size, rng: random.Random, bucket_batches=50):
-    """One epoch of shuffled, length-bucketed batches: yields (rows, labels)."""
-    for idx in train_batch_indices([len(r) for r in encoded], batch_size, rng, bucket_batches):
-        yield [encoded[i] for i in idx], np.array([labels[i] for i in idx], np.int32)
-
-
 def train_batch_indices(lengths, batch_size, rng: random.Random, bucket_batches=50):
     """One epoch of shuffled, length-bucketed batches of example indices.
 
@@ -229,111 +223,3 @@ def pad_with_types(rows, types, pad_id, length=None, num_rows=None):
     for i, t in enumerate(types):
         token_type_ids[i, :len(t)] = t
     return input_ids, token_type_ids, attention_mask
-
-
-# ------------------------------------------------------------ SOP / MLM input
-def read_documents(path):
-    """Raw text: one sentence (or paragraph) per line, blank lines between documents."""
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"text file not found: {path}")
-    documents, current = [], []
-    for _, line in text_lines(path):
-        line = line.strip()
-        if line:
-            current.append(line)
-        elif current:
-            documents.append(current)
-            current = []
-    if current:
-        documents.append(current)
-    if not documents:
-        raise DataError(f"{path}: no text")
-    return documents
-
-
-def truncate_pair(a, b, budget, rng: random.Random):
-    """Google's ``truncate_seq_pair``: drop pieces from the longer segment until the pair
-    fits ``budget``, each from its front or its back at random.
-
-    Always trimming the same ends would be a cue for SOP: with A cut at its front and
-    B at its back, "the first segment ends where a sentence ends" means "not swapped",
-    and a model can learn the order from punctuation without reading the text.
-    """
-    while len(a) + len(b) > budget:
-        longer = a if len(a) > len(b) else b
-        if rng.random() < 0.5:
-            del longer[0]
-        else:
-            longer.pop()
-
-
-def make_sop_examples(documents_ids, max_length, rng: random.Random):
-    """Sentence-order-prediction pairs from tokenized documents.
-
-    documents_ids: list of documents, each a list of sentences as id lists.
-    Consecutive sentences are packed into a chunk of up to ``max_length - 3``
-    pieces, the chunk is cut at a random sentence boundary (a lone over-long
-    sentence: in its middle) into segments A and B, trimmed to fit as Google
-    does (``truncate_pair``), and with probability 0.5
-    they are swapped (label 1) - ALBERT's SOP:
-    both orders use the same two segments, so only the order is a signal.
-    Returns a list of (ids_a, ids_b, label).
-    """
-    budget = max_length - 3
-    examples = []
-    for doc in documents_ids:
-        chunk, size = [], 0
-        for i, sentence in enumerate(doc):
-            chunk.append(sentence)
-            size += len(sentence)
-            if i == len(doc) - 1 or size >= budget:
-                a = b = None
-                if len(chunk) >= 2:
-                    cut = rng.randint(1, len(chunk) - 1)
-                    a = [t for s in chunk[:cut] for t in s]
-                    b = [t for s in chunk[cut:] for t in s]
-                elif len(chunk[0]) > budget:
-                    # One sentence that fills the whole budget on its own: its two
-                    # halves are still consecutive text, so their order is learnable.
-                    a, b = list(chunk[0][:budget // 2]), list(chunk[0][budget // 2:])
-                if a and b:
-                    truncate_pair(a, b, budget, rng)
-                    if rng.random() < 0.5:
-                        examples.append((b, a, 1))
-                    else:
-                        examples.append((a, b, 0))
-                chunk, size = [], 0
-    return examples
-
-
-def sop_batch(examples, tokenizer, pad_multiple=8):
-    """SOP examples -> (input_ids, token_type_ids, attention_mask, sop_labels)."""
-    rows, types = [], []
-    for a, b, _ in examples:
-        rows.append([tokenizer.cls_token_id] + a + [tokenizer.sep_token_id] + b + [tokenizer.sep_token_id])
-        types.append([0] * (len(a) + 2) + [1] * (len(b) + 1))
-    input_ids, token_type_ids, attention_mask = pad_batch(rows, tokenizer.pad_token_id, pad_multiple)
-    for i, t in enumerate(types):
-        token_type_ids[i, :len(t)] = t
-    return input_ids, token_type_ids, attention_mask, np.array([e[2] for e in examples], np.int32)
-
-
-def mask_tokens(input_ids, attention_mask, tokenizer, rng: np.random.Generator, mask_prob=0.15):
-    """BERT/ALBERT masking: pick 15% of real, non-special tokens as targets; of
-    those 80% -> [MASK], 10% -> a random token, 10% unchanged.
-
-    Returns (masked_input_ids, mlm_labels) with labels = -1 where no target,
-    and at least one target per row.
-    """
-    special = np.isin(input_ids, [tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id])
-    candidates = (attention_mask == 1) & ~special
-    targets = candidates & (rng.random(input_ids.shape) < mask_prob)
-    for row in np.where(~targets.any(1) & candidates.any(1))[0]:   # never leave a row without a target
-        targets[row, rng.choice(np.where(candidates[row])[0])] = True
-    labels = np.where(targets, input_ids, -1).astype(np.int32)
-    masked = input_ids.copy()
-    roll = rng.random(input_ids.shape)
-    masked[targets & (roll < 0.8)] = tokenizer.mask_token_id
-    random_tokens = targets & (roll >= 0.8) & (roll < 0.9)
-    masked[random_tokens] = rng.integers(5, tokenizer.vocab_size, size=int(random_tokens.sum()))
-    return masked, labels

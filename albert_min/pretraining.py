@@ -1,5 +1,7 @@
 """Pre-training on raw text: the objectives of the ALBERT paper and their held-out scores.
 
+- raw text: one sentence per line, blank lines between documents (``read_documents``);
+
 - n-gram masking as Google's ``create_pretraining_data.py``: whole-word spans
   of n <= 3 words with p(n) proportional to 1/n, 15% of the sequence (``mask_prob``), each
   chosen piece 80% [MASK] / 10% a random piece / 10% unchanged;
@@ -13,19 +15,40 @@ Batches carry the masked positions (Google's ``masked_lm_positions/ids/weights``
 so the MLM head runs on ~15% of the tokens instead of all of them.
 """
 
+import os
 import random
 
 import numpy as np
 import mindspore as ms
 from mindspore import ops
 
-from .data import make_sop_examples, sop_batch
+from .data import DataError, pad_with_types, text_lines
 from .parallel import SingleProcess
 
-TASKS = ("sop", "nsp", "mlm")
 MAX_NGRAM = 3
 MASK_PROB = 0.15
 SCORES = ("mlm", "sop", "nsp")   # the held-out accuracies, every model on both sentence tasks
+
+
+# ------------------------------------------------------------------ text
+def read_documents(path):
+    """Raw text: one sentence (or paragraph) per line, blank lines between documents."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"text file not found: {path}")
+    documents, current = [], []
+    for _, line in text_lines(path):
+        line = line.strip()
+        if line:
+            current.append(line)
+        elif current:
+            documents.append(current)
+            current = []
+    if current:
+        documents.append(current)
+    if not documents:
+        raise DataError(f"{path}: no text")
+    return documents
+
 
 
 # ------------------------------------------------------------ held-out split
@@ -42,9 +65,63 @@ def split_documents(documents, heldout_fraction, rng: random.Random, max_heldout
 
 
 # ---------------------------------------------------------- sentence pairs
-def consecutive_pairs(document_ids, max_length, rng: random.Random):
-    """(A, B) segment pairs of one document, B the text right after A, fitting ``max_length``."""
-    return [(b, a) if swapped else (a, b) for a, b, swapped in make_sop_examples([document_ids], max_length, rng)]
+def truncate_pair(a, b, budget, rng: random.Random):
+    """Google's ``truncate_seq_pair``: drop pieces from the longer segment until the pair
+    fits ``budget``, each from its front or its back at random.
+
+    Always trimming the same ends would be a cue for SOP: with A cut at its front and
+    B at its back, "the first segment ends where a sentence ends" means "not swapped",
+    and a model can learn the order from punctuation without reading the text.
+    """
+    while len(a) + len(b) > budget:
+        longer = a if len(a) > len(b) else b
+        if rng.random() < 0.5:
+            del longer[0]
+        else:
+            longer.pop()
+
+
+def consecutive_pairs(documents_ids, max_length, rng: random.Random):
+    """Yield (A, B) segment pairs, B the text right after A, fitting ``max_length`` with
+    [CLS] A [SEP] B [SEP]: the pairs both sentence objectives start from.
+
+    documents_ids: list of documents, each a list of sentences as id lists.
+    Consecutive sentences are packed into a chunk of up to ``max_length - 3``
+    pieces, the chunk is cut at a random sentence boundary (a lone over-long
+    sentence: in its middle) into segments A and B, and trimmed to fit as Google
+    does (``truncate_pair``). A generator: the caller's own draws (SOP's swap,
+    NSP's negative) come between two pairs' draws.
+    """
+    budget = max_length - 3
+    for doc in documents_ids:
+        chunk, size = [], 0
+        for i, sentence in enumerate(doc):
+            chunk.append(sentence)
+            size += len(sentence)
+            if i == len(doc) - 1 or size >= budget:
+                a = b = None
+                if len(chunk) >= 2:
+                    cut = rng.randint(1, len(chunk) - 1)
+                    a = [t for s in chunk[:cut] for t in s]
+                    b = [t for s in chunk[cut:] for t in s]
+                elif len(chunk[0]) > budget:
+                    # One sentence that fills the whole budget on its own: its two
+                    # halves are still consecutive text, so their order is learnable.
+                    a, b = list(chunk[0][:budget // 2]), list(chunk[0][budget // 2:])
+                if a and b:
+                    truncate_pair(a, b, budget, rng)
+                    yield a, b
+                chunk, size = [], 0
+
+
+def make_sop_examples(documents_ids, max_length, rng: random.Random):
+    """ALBERT's sentence-order prediction: (A, B, label) from ``consecutive_pairs``, swapped
+    with probability 0.5 (label 1). Both orders use the same two segments, so only the
+    order is a signal."""
+    examples = []
+    for a, b in consecutive_pairs(documents_ids, max_length, rng):
+        examples.append((b, a, 1) if rng.random() < 0.5 else (a, b, 0))
+    return examples
 
 
 def make_nsp_examples(documents_ids, max_length, rng: random.Random):
@@ -58,7 +135,7 @@ def make_nsp_examples(documents_ids, max_length, rng: random.Random):
         raise ValueError("NSP needs 2+ documents to draw negatives from")
     examples = []
     for d, doc in enumerate(documents_ids):
-        for a, b in consecutive_pairs(doc, max_length, rng):
+        for a, b in consecutive_pairs([doc], max_length, rng):
             if rng.random() < 0.5:
                 other = rng.randrange(len(documents_ids) - 1)
                 other += other >= d                                 # any document but this one
@@ -76,6 +153,16 @@ def make_sentence_examples(task, documents_ids, max_length, rng: random.Random):
     if task == "nsp":
         return make_nsp_examples(documents_ids, max_length, rng)
     return make_sop_examples(documents_ids, max_length, rng)
+
+
+def sop_batch(examples, tokenizer):
+    """SOP examples -> (input_ids, token_type_ids, attention_mask, sop_labels)."""
+    rows, types = [], []
+    for a, b, _ in examples:
+        rows.append([tokenizer.cls_token_id] + a + [tokenizer.sep_token_id] + b + [tokenizer.sep_token_id])
+        types.append([0] * (len(a) + 2) + [1] * (len(b) + 1))
+    input_ids, token_type_ids, attention_mask = pad_with_types(rows, types, tokenizer.pad_token_id)
+    return input_ids, token_type_ids, attention_mask, np.array([e[2] for e in examples], np.int32)
 
 
 # -------------------------------------------------------------- n-gram masking

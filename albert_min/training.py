@@ -1,22 +1,14 @@
-"""The pieces of fine-tuning and pre-training that train.py strings together:
-learning-rate schedule, AdamW with decay groups, one compiled train step,
-and atomic save / resume of the whole training state."""
+"""The pieces of the training loop (albert_min.trainer): learning-rate schedule, AdamW or
+LAMB with decay groups, one compiled train step (or one over micro-batches), and the
+dropout reseeding that makes a resumed run repeat the uninterrupted one. The saved
+training state is albert_min.training_state."""
 
-import json
 import logging
-import os
 import random
 
 import numpy as np
 import mindspore as ms
 from mindspore import nn, ops
-
-from .checkpoint import CheckpointError, load_arrays, model_arrays, read_checkpoint, write_checkpoint
-from .safe_output import STATE_KIND, atomic_directory, recover_directory
-
-STATE_FILE = "state.json"
-WEIGHTS_FILE = "model.ckpt"
-OPTIMIZER_FILE = "optimizer.ckpt"
 
 
 def linear_warmup_decay(peak_lr, total_steps, warmup_fraction):
@@ -44,17 +36,36 @@ def with_adam_bias_correction(lr_schedule, beta1=0.9, beta2=0.999):
     return (lr_schedule * np.sqrt(1.0 - beta2 ** t) / (1.0 - beta1 ** t)).astype(np.float32)
 
 
-def make_optimizer(model, lr_schedule, weight_decay):
-    """AdamW (BERT's AdamWeightDecay) with no decay on biases and LayerNorm weights."""
+def make_optimizer(model, lr_schedule, weight_decay, kind="adamw"):
+    """AdamW (BERT's ``AdamWeightDecay``) or LAMB (``albert_min.lamb``, the ALBERT paper's
+    pre-training optimizer: Adam's update scaled per tensor by ||w|| / ||update||), with no weight
+    decay on biases and LayerNorm weights."""
     no_decay = [p for p in model.trainable_params() if p.name.endswith("bias") or "LayerNorm" in p.name
                 or "layer_norm" in p.name]
     decay = [p for p in model.trainable_params() if all(p is not q for q in no_decay)]
     groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    if kind == "lamb":
+        from .lamb import Lamb   # nn.Lamb's fused kernel has no CPU implementation: see albert_min.lamb
+        return Lamb(groups, learning_rate=ms.Tensor(lr_schedule), eps=1e-6)
+    if kind != "adamw":
+        raise ValueError(f"unknown optimizer {kind!r}")
     return nn.AdamWeightDecay(groups, learning_rate=ms.Tensor(lr_schedule), eps=1e-6)
 
 
+def _averaged_over_workers(grad_reducer):
+    """(grads, loss) -> the same averaged over data-parallel workers; None for one process."""
+    if grad_reducer is None:
+        return None
+    from mindspore.communication import get_group_size
+    sum_over_workers, workers = ops.AllReduce(), get_group_size()
+
+    def average(grads, loss):
+        return grad_reducer(grads), sum_over_workers(loss) / workers
+    return average
+
+
 def make_train_step(loss_fn, optimizer, max_grad_norm, use_jit=True, grad_reducer=None):
-    """One optimisation step: loss, gradients, global-norm clipping, AdamW update.
+    """One optimisation step: loss, gradients, global-norm clipping, optimizer update.
 
     ``loss_fn(*batch)`` returns a scalar. The step is compiled to a graph
     with ``mindspore.jit`` unless ``use_jit`` is False. Data-parallel workers
@@ -63,15 +74,12 @@ def make_train_step(loss_fn, optimizer, max_grad_norm, use_jit=True, grad_reduce
     the global batch's, and the returned loss is the mean over the workers.
     """
     grad_fn = ms.value_and_grad(loss_fn, None, optimizer.parameters)
-    if grad_reducer is not None:
-        from mindspore.communication import get_group_size
-        sum_over_workers, workers = ops.AllReduce(), get_group_size()
+    average = _averaged_over_workers(grad_reducer)
 
     def train_step(*batch):
         loss, grads = grad_fn(*batch)
-        if grad_reducer is not None:
-            grads = grad_reducer(grads)
-            loss = sum_over_workers(loss) / workers
+        if average is not None:
+            grads, loss = average(grads, loss)
         grads = ops.clip_by_global_norm(grads, max_grad_norm)
         optimizer(grads)
         return loss
@@ -79,58 +87,38 @@ def make_train_step(loss_fn, optimizer, max_grad_norm, use_jit=True, grad_reduce
     return ms.jit(train_step) if use_jit else train_step
 
 
-# ------------------------------------------------------------- training state
-def optimizer_state(model, optimizer) -> dict:
-    """The optimizer's own parameters: ``global_step`` and the AdamW moments ``adam_m.*`` /
-    ``adam_v.*`` (the learning-rate schedule is rebuilt from the flags, so it is left out)."""
-    model_ids = {id(p) for p in model.get_parameters()}
-    return {p.name: p for p in optimizer.get_parameters()
-            if id(p) not in model_ids and p.name != "learning_rate"}
+def make_accumulating_step(loss_fn, optimizer, max_grad_norm, use_jit=True, grad_reducer=None):
+    """``make_train_step`` over micro-batches: ``step([(weight, batch), ...])`` adds up
+    ``weight * gradient`` of each micro-batch, then averages over the workers, clips and
+    updates once. With weights = each micro-batch's share of the rows and a loss that is a
+    mean over rows, this is the step on the whole batch, in less memory."""
+    grad_fn = ms.value_and_grad(loss_fn, None, optimizer.parameters)
+    average = _averaged_over_workers(grad_reducer)
 
+    def weighted(weight, *batch):
+        loss, grads = grad_fn(*batch)
+        return loss * weight, tuple(g * weight for g in grads)
 
-def save_training_state(directory, model, optimizer, state: dict):
-    """Weights, optimizer moments and ``state`` (epoch, step, best score, losses) in one atomic folder."""
-    with atomic_directory(directory, overwrite=True, kind=STATE_KIND) as tmp:
-        write_checkpoint(model_arrays(model), os.path.join(tmp, WEIGHTS_FILE))
-        write_checkpoint({name: p.asnumpy() for name, p in optimizer_state(model, optimizer).items()},
-                         os.path.join(tmp, OPTIMIZER_FILE))
-        with open(os.path.join(tmp, STATE_FILE), "w", encoding="utf-8") as f:
-            json.dump(state, f, indent=2)
+    def add(total, part):
+        return tuple(a + b for a, b in zip(total, part))
 
+    def apply(grads, loss):
+        if average is not None:
+            grads, loss = average(grads, loss)
+        optimizer(ops.clip_by_global_norm(grads, max_grad_norm))
+        return loss
 
-def load_training_state(directory, model, optimizer, recover=True) -> dict:
-    """Restore what ``save_training_state`` wrote; returns the state dict.
+    compile_ = ms.jit if use_jit else (lambda f: f)
+    weighted, add, apply = compile_(weighted), compile_(add), compile_(apply)
 
-    A save that a crash interrupted is first completed or rolled back
-    (``recover_directory``; ``recover=False`` for readers that must not write,
-    e.g. data-parallel workers other than rank 0). Every optimizer tensor must
-    be there: a resume without the AdamW moments would silently be a different run.
-    """
-    if recover:
-        recover_directory(directory)
-    state_path = os.path.join(directory, STATE_FILE)
-    if not os.path.isfile(state_path):
-        raise CheckpointError(f"no training state to resume in {directory}")
-    try:
-        with open(state_path, encoding="utf-8") as f:
-            state = json.load(f)
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise CheckpointError(f"{state_path}: not valid JSON ({err})") from None
-    if not isinstance(state, dict) or not all(isinstance(state.get(k), int) for k in ("epoch", "step")):
-        raise CheckpointError(f"{state_path}: not a training state (needs integer 'epoch' and 'step')")
-    load_arrays(model, read_checkpoint(os.path.join(directory, WEIGHTS_FILE)), directory)
-    optimizer_path = os.path.join(directory, OPTIMIZER_FILE)
-    saved = read_checkpoint(optimizer_path)
-    wanted = optimizer_state(model, optimizer)
-    missing = sorted(set(wanted) - set(saved))
-    if missing:
-        raise CheckpointError(f"{optimizer_path}: lacks optimizer state {missing[:3]}"
-                              f"{' and more' if len(missing) > 3 else ''}; cannot resume this run exactly")
-    for name, p in wanted.items():
-        if tuple(saved[name].shape) != tuple(p.shape):
-            raise CheckpointError(f"{optimizer_path}: optimizer state {name} does not fit this model")
-        p.set_data(ms.Tensor(saved[name]))
-    return state
+    def step(parts):
+        loss = grads = None
+        for weight, batch in parts:
+            part_loss, part_grads = weighted(ms.Tensor(weight, ms.float32), *batch)
+            loss, grads = (part_loss, part_grads) if grads is None else (loss + part_loss, add(grads, part_grads))
+        return apply(grads, loss)
+
+    return step
 
 
 def dropouts(model):

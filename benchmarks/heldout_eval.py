@@ -37,14 +37,13 @@ def main():
     import mindspore as ms
     ms.set_device("CPU")
     from albert_min import pretraining
-    from albert_min.data import read_documents
     from albert_min.modeling import AlbertForPreTraining
     from albert_min.training import set_cpu_threads
     from tokenizer import AlbertTokenizer
     set_cpu_threads()   # as train.py
     tokenizer = AlbertTokenizer(os.path.join(args.model, "spiece.model"))
     # train.py's held-out documents and pairs (seed 42, --max-length 64, --batch-size 64)
-    _, heldout_docs = pretraining.split_documents(read_documents(args.text), 0.05, random.Random(42))
+    _, heldout_docs = pretraining.split_documents(pretraining.read_documents(args.text), 0.05, random.Random(42))
     ids = [[tokenizer.encode_ids(s) for s in d] for d in heldout_docs]
     heldout = pretraining.HeldOut(ids, pretraining.PretrainingBatcher(tokenizer, 64), 64, 64, 42)
     model = AlbertForPreTraining.from_pretrained(args.model)

@@ -185,13 +185,15 @@ def history(state_dir):
 
 
 @pytest.mark.slow
-def test_two_workers_match_one_process_with_twice_the_batch(tmp_path, processes):
+@pytest.mark.parametrize("optimizer", [[], ["--optimizer", "lamb", "--grad-accum", "2"]], ids=["adamw", "lamb-accum"])
+def test_two_workers_match_one_process_with_twice_the_batch(tmp_path, processes, optimizer):
     """40 examples, global batch 16 (2 x 8 per worker; the last batch 2 x 4), 2 epochs, dropout 0.
-    --eval-every 1 records the loss after every step and has rank 0 evaluate and save while the other waits."""
+    --eval-every 1 records the loss after every step and has rank 0 evaluate and save while the other waits.
+    LAMB with 2 micro-batches per step too: the workers average the accumulated gradients."""
     train_tsv = sentiment_tsv(tmp_path / "train.tsv", 40, seed=5)
     dev_tsv = sentiment_tsv(tmp_path / "dev.tsv", 16, seed=6)
     args = ["--train", train_tsv, "--dev", dev_tsv, "--epochs", "2", "--batch-size", "16", "--lr", "3e-3",
-            "--dropout", "0", "--eval-every", "1", *TINY_MODEL]
+            "--dropout", "0", "--eval-every", "1", *TINY_MODEL, *optimizer]
     single = subprocess.Popen([sys.executable, "train.py", *args, "--output", str(tmp_path / "single")], cwd=ROOT,
                               env=without_msrun_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     processes.append(single)
@@ -212,8 +214,8 @@ def test_two_workers_match_one_process_with_twice_the_batch(tmp_path, processes)
     # Rank 0 reports, the other worker is silent; nothing but the two folders was written.
     assert "done: best score" in rank0_log
     assert "done: best score" not in open(tmp_path / "logs" / "worker_1.log").read()
-    assert sorted(os.listdir(tmp_path)) == ["dev.tsv", "dp", "dp.state", "logs", "single", "single.state",
-                                            "train.tsv"]
+    assert sorted(os.listdir(tmp_path)) == [".dp.lock", ".single.lock", "dev.tsv", "dp", "dp.state", "logs", "single",
+                                            "single.state", "train.tsv"]   # (the lock files stay: safe_output)
 
 
 @pytest.mark.slow

@@ -39,7 +39,7 @@ def test_without_a_model_the_committed_ones_come_first(tmp_path, monkeypatch):
     command = re.search(r"python train.py (.*)", message).group(1)
     assert "--dropout 0.2 --eval-every 300" in command     # the README's command for the committed model
     args = train.parse_args(shlex.split(command))           # a command train.py accepts...
-    assert not os.path.exists(args.output)                  # ...into a folder that is not there yet
+    assert not os.path.exists(args.training.output)                  # ...into a folder that is not there yet
 
 
 def test_the_training_hint_never_names_an_existing_folder(tmp_path):

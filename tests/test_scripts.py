@@ -50,7 +50,7 @@ def trained(tmp_path_factory):
 
 def test_training_writes_a_complete_model_folder(trained):
     assert sorted(os.listdir(trained["output"])) == [".albert_min.json", "config.json", "model.ckpt", "spiece.model",
-                                                     "train_metrics.json"]
+                                                     "train_metrics.json", "training_settings.json"]
     assert os.path.isfile(os.path.join(trained["output"] + ".state", "optimizer.ckpt"))
     history = trained["state"]["history"]
     assert [h["epoch"] for h in history] == [1, 2, 3]
@@ -99,7 +99,9 @@ def test_resume_continues_where_it_stopped(trained):
             "--lr", "2e-3", *TINY_MODEL]
     first = train.main(args + ["--epochs", "2", "--max-steps", "40"])
     assert first["step"] == 40 and first["epoch"] == 1
-    resumed = train.main(args + ["--epochs", "2", "--resume"])
+    # The run was planned to stop at step 40: a resume that is to go further says how far (--resume alone
+    # continues the run as it was started).
+    resumed = train.main(args + ["--epochs", "2", "--max-steps", "80", "--resume"])
     assert resumed["epoch"] == 2 and resumed["step"] == 80
     assert [h["epoch"] for h in resumed["history"]] == [1, 2]
     with pytest.raises(SystemExit, match="exists; pass --force"):

@@ -1,0 +1,128 @@
+"""GLUE classification and regression (and albert_min's generic sentence<TAB>label TSV) as a
+task: one sentence or a pair, cross-entropy (MSE on one score for STS-B), GLUE's metric.
+The file layouts, label orders and metrics themselves are ``albert_min.glue``.
+"""
+
+import os
+import random
+
+import numpy as np
+
+from .. import glue
+from ..data import DataError, check_labels, encode_examples, pad_with_types
+from .base import Prepared, Task, finite_or_worst, shuffled_batches
+
+
+class GlueTask(Task):
+    """A task of the GLUE table in ``albert_min.glue`` (``spec``: its layout, labels and metrics)."""
+    model_class = "AlbertForSequenceClassification"
+    head_prefixes = ("classifier.",)
+
+    def __init__(self, name: str):
+        self.spec = glue.get_task(name)
+        self.name = name
+
+    def read(self, path):
+        try:
+            examples = glue.read_examples(path, self.spec)
+        except DataError as err:
+            raise DataError(self._layout_hint(path, str(err))) from None
+        return examples
+
+    def _layout_hint(self, path, message):
+        """A header that lacks the task's columns: say what the file looks like instead."""
+        if not message.startswith(f"{path}:1: header") or not os.path.isfile(path):
+            return message
+        guessed = glue.infer_task(path)
+        looks = f"; its folder suggests --task {guessed}" if guessed not in ("cls", self.name) else ""
+        with open(path, encoding="utf-8-sig", errors="replace") as f:
+            header = f.readline().rstrip("\r\n").split("\t")
+        return (f"{path}:1: does not match task {self.name}'s layout (columns "
+                f"{', '.join(c for c in (*self.spec.text_columns, self.spec.label_column) if c)}); "
+                f"its header is {header}{looks}")
+
+    def tokenizer_text(self, examples):
+        return examples.texts + (examples.text_pairs or [])
+
+    def configure_model(self, config, examples):
+        if examples.labels is None:
+            raise DataError(f"{examples.path}: has no {self.spec.label_column!r} column; training needs labels")
+        config.num_labels = self.spec.num_labels or max(examples.labels) + 1
+        config.problem_type = "regression" if self.spec.is_regression else None
+        config.id2label = dict(enumerate(self.spec.label_names)) if self.spec.label_names else None
+
+    def check_model(self, config, examples, where):
+        spec = self.spec
+        if spec.is_regression != config.is_regression:
+            kind = ("a regression model (one score)" if config.is_regression
+                    else f"a {config.num_labels}-label classifier")
+            need = "a regression model (num_labels 1)" if spec.is_regression else "a classifier"
+            raise DataError(f"{where} is {kind}; task {spec.name} ({examples.path}) needs {need}")
+        if spec.num_labels is not None and not spec.is_regression and config.num_labels != spec.num_labels:
+            raise DataError(f"{where} has {config.num_labels} labels; task {spec.name} has {spec.num_labels} "
+                            f"({', '.join(spec.label_names)})")
+        if examples.labels is not None and not spec.is_regression:
+            check_labels(examples.labels, config.num_labels, examples.path)
+
+    def training_sets(self, train_examples, dev_examples, tokenizer, max_length, *, seed, batch_size):
+        if dev_examples is not None and dev_examples.labels is None:
+            raise DataError(f"{dev_examples.path}: has no {self.spec.label_column!r} column; a dev set needs labels")
+        return super().training_sets(train_examples, dev_examples, tokenizer, max_length, seed=seed,
+                                     batch_size=batch_size)
+
+    def prepare(self, examples, tokenizer, max_length):
+        ids, types = encode_examples(tokenizer, examples.texts, examples.text_pairs, max_length)
+        return Prepared(examples, {"ids": ids, "types": types, "tokenizer": tokenizer}, max_length)
+
+    def train_batches(self, train, epoch, batch_size, seed, parallel):
+        ids, types = train.features["ids"], train.features["types"]
+        pad_id = train.features["tokenizer"].pad_token_id
+        labels = train.examples.labels
+        dtype = np.float32 if self.spec.is_regression else np.int32
+        for idx in shuffled_batches([len(r) for r in ids], batch_size, random.Random(seed + epoch), parallel):
+            batch = pad_with_types([ids[i] for i in idx], [types[i] for i in idx], pad_id)
+            yield (*batch, np.array([labels[i] for i in idx], dtype))
+
+    def loss_fn(self, model):
+        from mindspore import ops
+        if self.spec.is_regression:
+            def loss(input_ids, token_type_ids, attention_mask, y):
+                scores = model(input_ids, token_type_ids, attention_mask)[:, 0]   # (B,)
+                return ((scores - y) ** 2).mean()
+        else:
+            def loss(input_ids, token_type_ids, attention_mask, y):
+                return ops.cross_entropy(model(input_ids, token_type_ids, attention_mask), y)
+        return loss
+
+    def predict(self, model, prepared, *, batch_size=64, use_jit=True, progress=False):
+        """One item: the logits ``(N, num_labels)`` of every example, in file order."""
+        from ..classify import predict_logits
+        examples = prepared.examples
+        logits, _ = predict_logits(model, prepared.features["tokenizer"], examples.texts, examples.text_pairs,
+                                   batch_size, prepared.max_length, use_jit=use_jit, progress=progress)
+        yield logits
+
+    def score(self, prepared, outputs):
+        logits = np.concatenate(list(outputs))
+        metrics = glue.evaluation_metrics(self.spec, prepared.examples.labels, logits)
+        return {k: v for k, v in metrics.items() if k != "confusion"}
+
+    def selection_score(self, metrics):
+        return finite_or_worst(metrics.get("dev_" + self.spec.metrics[0]))
+
+    def write_predictions(self, path, prepared, outputs):
+        logits = np.concatenate(list(outputs))
+        if self.spec.is_regression:
+            shown = [f"{x:.3f}" for x in logits[:, 0]]
+        else:
+            names = glue.label_strings(self.spec, logits.shape[1])
+            shown = [names[i] for i in logits.argmax(-1)]
+        tmp = f"{path}.tmp-{os.getpid()}"
+        try:
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.write("index\tprediction\n")
+                f.writelines(f"{i}\t{p}\n" for i, p in zip(prepared.examples.index, shown))
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)
