@@ -26,6 +26,7 @@ import mindspore as ms
 from mindspore import nn, ops, Parameter
 from mindspore.common.initializer import initializer, TruncatedNormal
 
+from . import kernels
 from .config import AlbertConfig, load_config
 
 
@@ -64,10 +65,22 @@ ACT2FN = {"gelu": gelu, "gelu_new": gelu_new, "relu": ops.relu, "tanh": tanh}
 
 
 # --------------------------------------------------------- small building blocks
+class Dense(nn.Dense):
+    """``nn.Dense``: x W^T + b, weight ``[out, in]``. ``kernels.linear`` picks how it runs
+    (its gradient from compiled kernels when they are built)."""
+
+    def __init__(self, in_features, out_features, config):
+        super().__init__(in_features, out_features,
+                         weight_init=TruncatedNormal(config.initializer_range), bias_init="zeros")
+        self.linear = kernels.linear()
+
+    def construct(self, x):
+        return self.linear(x, self.weight, self.bias)
+
+
 def dense(in_features, out_features, config):
     """A Linear layer, weight ``[out, in]``, initialised as in the reference."""
-    return nn.Dense(in_features, out_features,
-                    weight_init=TruncatedNormal(config.initializer_range), bias_init="zeros")
+    return Dense(in_features, out_features, config)
 
 
 class Embedding(nn.Cell):
@@ -92,18 +105,20 @@ class LayerNorm(nn.Cell):
     (x - mean) / sqrt(var + eps) * weight + bias, with the biased variance like
     the reference. MindSpore's fused LayerNorm primitive computes exactly that
     (to float32 rounding, and 13% faster for the whole base encoder than the
-    formula written out); ``mint.nn.LayerNorm`` has no CPU kernel. The
-    parameters are named ``weight``/``bias`` as in every checkpoint format.
+    formula written out); ``mint.nn.LayerNorm`` has no CPU kernel.
+    ``kernels.layer_norm`` picks how it runs (its gradient from compiled kernels
+    when they are built). The parameters are named ``weight``/``bias`` as in
+    every checkpoint format.
     """
 
     def __init__(self, dim, eps):
         super().__init__()
         self.weight = Parameter(initializer("ones", (dim,), ms.float32), name="weight")
         self.bias = Parameter(initializer("zeros", (dim,), ms.float32), name="bias")
-        self.normalize = ops.LayerNorm(begin_norm_axis=-1, begin_params_axis=-1, epsilon=eps)
+        self.normalize = kernels.layer_norm(eps)
 
     def construct(self, x):
-        return self.normalize(x, self.weight, self.bias)[0]
+        return self.normalize(x, self.weight, self.bias)
 
 
 # ------------------------------------------------------------------ embeddings

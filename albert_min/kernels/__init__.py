@@ -1,0 +1,55 @@
+"""Compiled CPU kernels for the train step's backward pass, and the one place
+that chooses them (see README.md in this folder).
+
+``linear()`` and ``layer_norm(eps)`` return the Cell a layer computes with:
+MindSpore's own ops, or the same forward whose gradient comes from
+``backward.cc``, compiled on first use (``build.py``). Without a compiler or
+BLAS the layers use MindSpore's ops, after a one-line notice;
+``ALBERT_MIN_KERNELS=off`` asks for them.
+"""
+
+import ctypes
+import os
+import sys
+
+from .build import KernelBuildError, library_path
+from .layers import LayerNorm, LayerNormWithKernels, Linear, LinearWithKernels
+
+_LIBRARY = {}      # compile-cache root -> library path, or None where it could not be built
+
+
+def enabled() -> bool:
+    """False when ``ALBERT_MIN_KERNELS`` is off / 0 / false / no."""
+    return os.environ.get("ALBERT_MIN_KERNELS", "on").strip().lower() not in ("off", "0", "false", "no")
+
+
+def library():
+    """Path of the compiled kernels, or None: switched off, or not buildable here (noticed once)."""
+    if not enabled():
+        return None
+    from ..classify import default_compile_cache      # local import: classify is not needed otherwise
+    root = default_compile_cache()
+    if root not in _LIBRARY:
+        try:
+            path = library_path(root)
+            ctypes.CDLL(path)                          # fails here, not inside a graph, if it cannot load
+        except (KernelBuildError, OSError) as err:
+            print(f"albert_min: kernels not built ({err}); using MindSpore's ops", file=sys.stderr)
+            path = None
+        _LIBRARY[root] = path
+    return _LIBRARY[root]
+
+
+def linear():
+    """The Cell computing ``(x, weight, bias) -> x weight^T + bias`` for a Dense layer."""
+    path = library()
+    return LinearWithKernels(path) if path else Linear()
+
+
+def layer_norm(eps):
+    """The Cell computing ``(x, weight, bias) -> LayerNorm(x)`` over the last axis."""
+    path = library()
+    return LayerNormWithKernels(eps, path) if path else LayerNorm(eps)
+
+
+__all__ = ["KernelBuildError", "enabled", "library", "linear", "layer_norm"]
