@@ -16,6 +16,11 @@ from .build import KernelBuildError, library_path
 from .layers import LayerNorm, LayerNormWithKernels, Linear, LinearWithKernels
 
 _LIBRARY = {}      # compile-cache root -> library path, or None where it could not be built
+# OpenBLAS's sgemm rounds differently on 1 and 2 threads, so the count is fixed (not
+# the machine's cores) for runs to repeat bit for bit. One thread measured faster on
+# the shared 2-core machine, where a second BLAS thread waits on a busy core
+# (benchmarks/kernels.py times both).
+BLAS_THREADS = 1
 
 
 def enabled() -> bool:
@@ -32,12 +37,19 @@ def library():
     if root not in _LIBRARY:
         try:
             path = library_path(root)
-            ctypes.CDLL(path)                          # fails here, not inside a graph, if it cannot load
+            ctypes.CDLL(path).set_blas_threads(BLAS_THREADS)   # fails here, not inside a graph, if it cannot load
         except (KernelBuildError, OSError) as err:
             print(f"albert_min: kernels not built ({err}); using MindSpore's ops", file=sys.stderr)
             path = None
         _LIBRARY[root] = path
     return _LIBRARY[root]
+
+
+def set_blas_threads(threads):
+    """OpenBLAS's thread count for the kernels (the whole process's OpenBLAS)."""
+    path = library()
+    if path:
+        ctypes.CDLL(path).set_blas_threads(int(threads))
 
 
 def linear():
@@ -52,4 +64,4 @@ def layer_norm(eps):
     return LayerNormWithKernels(eps, path) if path else LayerNorm(eps)
 
 
-__all__ = ["KernelBuildError", "enabled", "library", "linear", "layer_norm"]
+__all__ = ["KernelBuildError", "enabled", "library", "linear", "layer_norm", "set_blas_threads"]
