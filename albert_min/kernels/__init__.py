@@ -19,7 +19,7 @@ _LIBRARY = {}      # compile-cache root -> library path, or None where it could 
 # OpenBLAS's sgemm rounds differently on 1 and 2 threads, so the count is fixed (not
 # the machine's cores) for runs to repeat bit for bit. One thread measured faster on
 # the shared 2-core machine, where a second BLAS thread waits on a busy core
-# (benchmarks/kernels.py times both).
+# (benchmarks/backward_kernels.py times both).
 BLAS_THREADS = 1
 
 

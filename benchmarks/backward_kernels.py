@@ -1,7 +1,7 @@
 """albert_min's compiled kernels (albert_min/kernels) against MindSpore's own ops, side by side in one run.
 
-    python3 benchmarks/kernels.py            # sst2-small train step + single layers (about 1 min)
-    python3 benchmarks/kernels.py --base     # also the albert-base-v2 fine-tuning step (about 3 min more)
+    python3 benchmarks/backward_kernels.py            # sst2-small train step + single layers (about 1 min)
+    python3 benchmarks/backward_kernels.py --base     # also the albert-base-v2 fine-tuning step (about 3 min more)
 
 Both implementations are built in the same process (the layers read
 ALBERT_MIN_KERNELS when they are built) from the same weights and inputs,
