@@ -361,10 +361,11 @@ class AlbertMLMHead(nn.Cell):
         self.activation = ACT2FN[config.hidden_act]
         self.LayerNorm = LayerNorm(config.embedding_size, config.layer_norm_eps)
         self.bias = Parameter(initializer("zeros", (config.vocab_size,), ms.float32), name="bias")
+        self.decoder = kernels.linear()          # x W^T + b, as a Dense layer with the tied table as W
 
     def construct(self, sequence_output, word_embeddings):
         x = self.LayerNorm(self.activation(self.dense(sequence_output)))
-        return ops.matmul(x, word_embeddings.transpose()) + self.bias
+        return self.decoder(x, word_embeddings, self.bias)
 
 
 class AlbertSOPHead(nn.Cell):

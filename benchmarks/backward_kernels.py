@@ -8,7 +8,8 @@ ALBERT_MIN_KERNELS when they are built) from the same weights and inputs,
 and timed alternately, so both see the same machine load; ``uptime`` is
 printed before and after. Rows: a whole train step (forward, backward,
 clipping to norm 1, AdamW; weights/sst2-small's config at batch 64, seq 32,
-and with --base albert-base-v2's at batch 8, seq 128), and the gradient of a
+the same shape pre-training with MLM + SOP at batch 64, seq 64 as README's
+pre-training command, and with --base albert-base-v2's at batch 8, seq 128), and the gradient of a
 single Dense and LayerNorm at the small model's shapes. Each time is the
 median of --repeats calls; ratio = MindSpore's ops / kernels (above 1: the
 kernels are faster). The loss and gradients of the two agree to float32
@@ -78,6 +79,31 @@ def train_step(config, batch, seq, state=None):
     return (lambda: step(*tensors).asnumpy()), {p.name: p.asnumpy().copy() for p in model.get_parameters()}
 
 
+def pretraining_step(config, batch, seq, state=None):
+    """(zero-argument MLM + SOP train step on fixed random inputs, initial weights), as train.py --task sop."""
+    import mindspore as ms
+    from encoder_throughput import make_inputs
+    from albert_min.modeling import AlbertForPreTraining
+    from albert_min.pretraining import MASK_PROB, make_loss_fn
+    from albert_min.training import linear_warmup_decay, make_optimizer, make_train_step
+    ms.set_seed(0)
+    model = AlbertForPreTraining(config)
+    if state is not None:
+        for p in model.get_parameters():
+            p.set_data(ms.Tensor(state[p.name]))
+    model.set_train(True)
+    optimizer = make_optimizer(model, linear_warmup_decay(1e-3, 1000, 0.02), 0.01)
+    step = make_train_step(make_loss_fn(model, "sop"), optimizer, 1.0)
+    rng = np.random.default_rng(2)
+    P = max(1, int(round(seq * MASK_PROB)))                               # prediction slots per row
+    ids, types, mask, labels = make_inputs(config, batch, seq, seed=2)
+    positions = (np.arange(batch)[:, None] * seq + rng.integers(1, seq // 4, size=(batch, P))).reshape(-1)
+    mlm_ids = rng.integers(5, config.vocab_size, size=batch * P).astype(np.int32)
+    weights = np.ones(batch * P, np.float32)
+    tensors = [ms.Tensor(a) for a in (ids, types, mask, positions.astype(np.int32), mlm_ids, weights, labels)]
+    return (lambda: step(*tensors).asnumpy()), {p.name: p.asnumpy().copy() for p in model.get_parameters()}
+
+
 def layer_gradients(cell, shape, seed=0):
     """Zero-argument call of the jit-compiled gradient of sum(cell(x) * dy) w.r.t. x and its parameters."""
     import mindspore as ms
@@ -98,7 +124,8 @@ def cases(args):
     from albert_min.modeling import LayerNorm, dense
     small = AlbertConfig.from_json_file(os.path.join(MODEL, "config.json"))
     H, I = small.hidden_size, small.intermediate_size
-    rows = [("sst2-small train step, batch 64, seq 32", lambda state: train_step(small, 64, 32, state))]
+    rows = [("sst2-small train step, batch 64, seq 32", lambda state: train_step(small, 64, 32, state)),
+            ("small pre-training step (sop), batch 64, seq 64", lambda state: pretraining_step(small, 64, 64, state))]
     for name, make, shape in ((f"Dense {H}->{I} gradient, x [64, 32, {H}]", lambda: dense(H, I, small), (64, 32, H)),
                               (f"Dense {I}->{H} gradient, x [64, 32, {I}]", lambda: dense(I, H, small), (64, 32, I)),
                               (f"Dense {H}->{H} gradient, x [64, 32, {H}]", lambda: dense(H, H, small), (64, 32, H)),
