@@ -162,6 +162,7 @@ class AlbertAttention(nn.Cell):
         self.scale = 1.0 / math.sqrt(self.head_size)
         # q k^T with the transpose folded into the kernel: no Transpose op, forward or backward
         self.matmul_qk = ops.BatchMatMul(transpose_b=True)
+        self.softmax = kernels.softmax()                                 # over the last axis
         self.query = dense(H, H, config)
         self.key = dense(H, H, config)
         self.value = dense(H, H, config)
@@ -182,7 +183,7 @@ class AlbertAttention(nn.Cell):
         v = self.split_heads(self.value(hidden))
         scores = self.matmul_qk(q, k) * self.scale                       # [B, N, S, S]
         scores = scores + additive_mask                                   # padding keys -> -inf
-        probs = self.attention_dropout(ops.softmax(scores, -1))
+        probs = self.attention_dropout(self.softmax(scores))
         context = ops.matmul(probs, v)                                    # [B, N, S, D]
         context = context.transpose(0, 2, 1, 3).reshape(B, S, H)
         projected = self.output_dropout(self.dense(context))
@@ -200,7 +201,7 @@ class AlbertLayer(nn.Cell):
         super().__init__()
         self.attention = AlbertAttention(config)
         self.ffn = dense(config.hidden_size, config.intermediate_size, config)
-        self.activation = ACT2FN[config.hidden_act]
+        self.activation = kernels.activation(config.hidden_act, ACT2FN[config.hidden_act])
         self.ffn_output = dense(config.intermediate_size, config.hidden_size, config)
         self.dropout = nn.Dropout(p=config.hidden_dropout_prob)
         self.full_layer_layer_norm = LayerNorm(config.hidden_size, config.layer_norm_eps)
@@ -358,7 +359,7 @@ class AlbertMLMHead(nn.Cell):
     def __init__(self, config: AlbertConfig):
         super().__init__()
         self.dense = dense(config.hidden_size, config.embedding_size, config)
-        self.activation = ACT2FN[config.hidden_act]
+        self.activation = kernels.activation(config.hidden_act, ACT2FN[config.hidden_act])
         self.LayerNorm = LayerNorm(config.embedding_size, config.layer_norm_eps)
         self.bias = Parameter(initializer("zeros", (config.vocab_size,), ms.float32), name="bias")
         self.decoder = kernels.linear()          # x W^T + b, as a Dense layer with the tied table as W

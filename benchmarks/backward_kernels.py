@@ -10,7 +10,7 @@ printed before and after. Rows: a whole train step (forward, backward,
 clipping to norm 1, AdamW; weights/sst2-small's config at batch 64, seq 32,
 the same shape pre-training with MLM + SOP at batch 64, seq 64 as README's
 pre-training command, and with --base albert-base-v2's at batch 8, seq 128), and the gradient of a
-single Dense and LayerNorm at the small model's shapes. Each time is the
+single Dense, LayerNorm, attention softmax and GELU at the small model's shapes. Each time is the
 median of --repeats calls; ratio = MindSpore's ops / kernels (above 1: the
 kernels are faster). The loss and gradients of the two agree to float32
 rounding (tests/test_kernels.py checks them).
@@ -121,7 +121,12 @@ def layer_gradients(cell, shape, seed=0):
 def cases(args):
     """(name, builder) pairs; builder(on, state) -> (call, state)."""
     from albert_min.config import AlbertConfig
-    from albert_min.modeling import LayerNorm, dense
+    from albert_min import kernels
+    from albert_min.kernels.layers import Activation
+    from albert_min.modeling import LayerNorm, dense, gelu_new
+
+    def as_cell(fn):                                    # MindSpore's path: the plain function
+        return fn if isinstance(fn, Activation) else Activation(fn)
     small = AlbertConfig.from_json_file(os.path.join(MODEL, "config.json"))
     H, I = small.hidden_size, small.intermediate_size
     rows = [("sst2-small train step, batch 64, seq 32", lambda state: train_step(small, 64, 32, state)),
@@ -130,7 +135,10 @@ def cases(args):
                               (f"Dense {I}->{H} gradient, x [64, 32, {I}]", lambda: dense(I, H, small), (64, 32, I)),
                               (f"Dense {H}->{H} gradient, x [64, 32, {H}]", lambda: dense(H, H, small), (64, 32, H)),
                               (f"LayerNorm({H}) gradient, x [64, 32, {H}]",
-                               lambda: LayerNorm(H, small.layer_norm_eps), (64, 32, H))):
+                               lambda: LayerNorm(H, small.layer_norm_eps), (64, 32, H)),
+                              ("softmax gradient, x [64, 4, 32, 32]", kernels.softmax, (64, 4, 32, 32)),
+                              (f"gelu_new gradient, x [64, 32, {I}]",
+                               lambda: as_cell(kernels.activation("gelu_new", gelu_new)), (64, 32, I))):
         rows.append((name, lambda state, make=make, shape=shape: layer_cell(make, shape, state)))
     if args.base:
         base = AlbertConfig.preset("base")

@@ -14,8 +14,9 @@ from albert_min import kernels
 from albert_min.checkpoint import load_arrays
 from albert_min.config import AlbertConfig
 from albert_min.kernels import build
-from albert_min.kernels.layers import LayerNorm, LayerNormWithKernels, Linear, LinearWithKernels
-from albert_min.modeling import AlbertForSequenceClassification
+from albert_min.kernels.layers import (Activation, GeluNewWithKernels, LayerNorm, LayerNormWithKernels, Linear,
+                                       LinearWithKernels, Softmax, SoftmaxWithKernels)
+from albert_min.modeling import AlbertForSequenceClassification, additive_attention_mask, gelu, gelu_new
 from conftest import FIXTURES, ROOT
 
 
@@ -67,6 +68,32 @@ def test_layer_norm_gradient_matches_mindspore_autodiff(library, x_shape, eps):
     plain, fast = LayerNorm(eps), LayerNormWithKernels(eps, library)
     assert np.array_equal(fast(*inputs).asnumpy(), plain(*inputs).asnumpy())
     assert_close(gradients(fast, *inputs), gradients(plain, *inputs))
+
+
+@pytest.mark.parametrize("shape", [(64, 4, 32, 32), (3, 2, 5, 7)])
+def test_softmax_gradient_matches_mindspore_autodiff(library, shape):
+    rng = np.random.default_rng(5)
+    scores = 4.0 * rng.standard_normal(shape).astype(np.float32)
+    mask = np.ones((shape[0], shape[-1]), np.int32)
+    mask[0, shape[-1] // 2:] = 0                                  # padding keys: probability exactly 0
+    scores = ms.Tensor(scores) + additive_attention_mask(ms.Tensor(mask))
+    plain, fast = Softmax(), SoftmaxWithKernels(library)
+    assert np.array_equal(fast(scores).asnumpy(), plain(scores).asnumpy())
+    assert_close(gradients(fast, scores), gradients(plain, scores))
+
+
+@pytest.mark.parametrize("scale", [1.0, 6.0, 1e-5])                 # typical, saturated tails, near x = 0
+def test_gelu_new_gradient_matches_mindspore_autodiff(library, scale):
+    rng = np.random.default_rng(6)
+    x = ms.Tensor((scale * rng.standard_normal((64, 32, 512))).astype(np.float32))
+    plain, fast = Activation(gelu_new), GeluNewWithKernels(gelu_new, library)
+    assert np.array_equal(fast(x).asnumpy(), plain(x).asnumpy())
+    assert_close(gradients(fast, x), gradients(plain, x))
+
+
+def test_only_gelu_new_has_a_kernel(library):
+    assert isinstance(kernels.activation("gelu_new", gelu_new), GeluNewWithKernels)
+    assert kernels.activation("gelu", gelu) is gelu
 
 
 def classifier_gradients(weights):

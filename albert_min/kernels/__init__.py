@@ -1,7 +1,8 @@
 """Compiled CPU kernels for the train step's backward pass, and the one place
 that chooses them (see README.md in this folder).
 
-``linear()`` and ``layer_norm(eps)`` return the Cell a layer computes with:
+``linear()``, ``layer_norm(eps)``, ``softmax()`` and ``activation(name, fn)``
+return what a layer computes with:
 MindSpore's own ops, or the same forward whose gradient comes from
 ``backward.cc``, compiled on first use (``build.py``). Without a compiler or
 BLAS the layers use MindSpore's ops, after a one-line notice;
@@ -13,7 +14,8 @@ import os
 import sys
 
 from .build import KernelBuildError, library_path
-from .layers import LayerNorm, LayerNormWithKernels, Linear, LinearWithKernels
+from .layers import (Activation, GeluNewWithKernels, LayerNorm, LayerNormWithKernels, Linear, LinearWithKernels,
+                     Softmax, SoftmaxWithKernels)
 
 _LIBRARY = {}      # compile-cache root -> library path, or None where it could not be built
 # OpenBLAS's sgemm rounds differently on 1 and 2 threads, so the count is fixed (not
@@ -64,4 +66,18 @@ def layer_norm(eps):
     return LayerNormWithKernels(eps, path) if path else LayerNorm(eps)
 
 
-__all__ = ["KernelBuildError", "enabled", "library", "linear", "layer_norm", "set_blas_threads"]
+def softmax():
+    """The Cell computing softmax over the last axis (attention probabilities)."""
+    path = library()
+    return SoftmaxWithKernels(path) if path else Softmax()
+
+
+def activation(name, fn):
+    """``fn``, the activation called ``name`` in the config, or a Cell computing it whose gradient
+    comes from the kernels (``gelu_new``, the one the ALBERT models use)."""
+    path = library()
+    return GeluNewWithKernels(fn, path) if path and name == "gelu_new" else fn
+
+
+__all__ = ["KernelBuildError", "enabled", "library", "linear", "layer_norm", "softmax", "activation",
+           "set_blas_threads"]

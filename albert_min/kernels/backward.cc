@@ -19,6 +19,23 @@ int64_t leading_rows(int ndim, const int64_t *shape) {  // product of all but th
   return rows;
 }
 
+// Sums of n floats in 8 interleaved partial sums, then added up in a fixed order: the same
+// result on every call, and a loop the compiler turns into vector adds (a single running
+// sum is one long dependent chain, 4 cycles per element).
+constexpr int kLanes = 8;
+
+template <typename Term>
+float lane_sum(int64_t n, Term term) {
+  float lanes[kLanes] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int l = 0; l < kLanes; ++l) lanes[l] += term(i + l);
+  for (int l = 0; i < n; ++i, ++l) lanes[l] += term(i);
+  float total = 0.0f;
+  for (int l = 0; l < kLanes; ++l) total += lanes[l];
+  return total;
+}
+
 // sum over rows of a (rows, cols) matrix, added to out (cols)
 void add_column_sums(const float *a, int64_t rows, int64_t cols, float *out) {
   for (int64_t r = 0; r < rows; ++r) {
@@ -67,18 +84,14 @@ extern "C" int layer_norm_backward(int nparam, void **params, int *ndims, int64_
   for (int64_t r = 0; r < R; ++r) {
     const float *xr = x + r * C, *dyr = dy + r * C;
     float *dxr = dx + r * C;
-    float mean = 0.0f, var = 0.0f;
-    for (int64_t c = 0; c < C; ++c) mean += xr[c];
-    mean /= C;
-    for (int64_t c = 0; c < C; ++c) var += (xr[c] - mean) * (xr[c] - mean);
-    const float rstd = 1.0f / std::sqrt(var / C + eps);
+    const float mean = lane_sum(C, [&](int64_t c) { return xr[c]; }) / C;
+    const float var = lane_sum(C, [&](int64_t c) { return (xr[c] - mean) * (xr[c] - mean); }) / C;
+    const float rstd = 1.0f / std::sqrt(var + eps);
     // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * gamma
-    float sum_g = 0.0f, sum_g_xhat = 0.0f;
+    const float sum_g = lane_sum(C, [&](int64_t c) { return dyr[c] * gamma[c]; });
+    const float sum_g_xhat = lane_sum(C, [&](int64_t c) { return dyr[c] * gamma[c] * (xr[c] - mean) * rstd; });
     for (int64_t c = 0; c < C; ++c) {
-      const float xhat = (xr[c] - mean) * rstd, g = dyr[c] * gamma[c];
-      sum_g += g;
-      sum_g_xhat += g * xhat;
-      dgamma[c] += dyr[c] * xhat;
+      dgamma[c] += dyr[c] * (xr[c] - mean) * rstd;
       dbeta[c] += dyr[c];
     }
     const float mean_g = sum_g / C, mean_g_xhat = sum_g_xhat / C;
@@ -86,6 +99,48 @@ extern "C" int layer_norm_backward(int nparam, void **params, int *ndims, int64_
       const float xhat = (xr[c] - mean) * rstd;
       dxr[c] = rstd * (dyr[c] * gamma[c] - mean_g - xhat * mean_g_xhat);
     }
+  }
+  return 0;
+}
+
+// Gradient of y = softmax(x) over the last axis, from the forward's output:
+// dx = y * (dy - sum(dy * y)).
+// inputs:  y (..., C), dy (..., C)
+// outputs: dx (..., C)
+extern "C" int softmax_backward(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,
+                                void *stream, void *extra) {
+  const float *y = static_cast<const float *>(params[0]);
+  const float *dy = static_cast<const float *>(params[1]);
+  float *dx = static_cast<float *>(params[2]);
+  const int64_t C = shapes[0][ndims[0] - 1], R = leading_rows(ndims[0], shapes[0]);
+  for (int64_t r = 0; r < R; ++r) {
+    const float *yr = y + r * C, *dyr = dy + r * C;
+    float *dxr = dx + r * C;
+    const float dot = lane_sum(C, [&](int64_t c) { return dyr[c] * yr[c]; });
+    for (int64_t c = 0; c < C; ++c) dxr[c] = yr[c] * (dyr[c] - dot);
+  }
+  return 0;
+}
+
+// Gradient of GELU's tanh form as albert_min computes it, y = x * sigmoid(s) with
+// s = sqrt(8/pi) (x + 0.044715 x^3):  dy/dx = sig + x sig (1 - sig) sqrt(8/pi) (1 + 3 * 0.044715 x^2).
+// sig is read off the forward's output, y / x (near x = 0 its limit 1/2 + s/4), so no
+// exponential is evaluated and the loop vectorises.
+// inputs:  x, y, dy (same shape)
+// outputs: dx
+extern "C" int gelu_new_backward(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,
+                                 void *stream, void *extra) {
+  const float *x = static_cast<const float *>(params[0]);
+  const float *y = static_cast<const float *>(params[1]);
+  const float *dy = static_cast<const float *>(params[2]);
+  float *dx = static_cast<float *>(params[3]);
+  int64_t n = 1;
+  for (int i = 0; i < ndims[0]; ++i) n *= shapes[0][i];
+  const float a = 1.5957691216057308f, b = 0.044715f;   // sqrt(8/pi)
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i], s = a * (v + b * v * v * v);
+    const float sig = std::fabs(v) > 1e-4f ? y[i] / v : 0.5f + 0.25f * s;
+    dx[i] = dy[i] * (sig + v * sig * (1.0f - sig) * a * (1.0f + 3.0f * b * v * v));
   }
   return 0;
 }
