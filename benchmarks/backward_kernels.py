@@ -157,19 +157,22 @@ def layer_cell(make, shape, state):
 
 
 def medians(plain, fast, repeats, blas_threads):
-    """ms per call: MindSpore's ops, then the kernels at each OpenBLAS thread count, all alternating."""
+    """(wall ms, process CPU ms) per call, medians: MindSpore's ops, then the kernels at each
+    OpenBLAS thread count, all alternating. CPU time counts every thread of this process and
+    moves less than wall time when other jobs share the cores."""
     from albert_min import kernels
     runs = [(plain, None)] + [(fast, n) for n in blas_threads]
-    times = [[] for _ in runs]
+    walls, cpus = [[] for _ in runs], [[] for _ in runs]
     for rep in range(repeats + 2):                      # the first two compile and warm up
-        for (fn, threads), out in zip(runs, times):
+        for (fn, threads), wall, cpu in zip(runs, walls, cpus):
             if threads is not None:
                 kernels.set_blas_threads(threads)
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             fn()
             if rep >= 2:
-                out.append(time.perf_counter() - start)
-    return [1000 * float(np.median(t)) for t in times]
+                wall.append(time.perf_counter() - start)
+                cpu.append(time.process_time() - start_cpu)
+    return [(1000 * float(np.median(w)), 1000 * float(np.median(c))) for w, c in zip(walls, cpus)]
 
 
 def uptime():
@@ -188,16 +191,19 @@ def main():
     print(f"MindSpore {ms.__version__}, {args.ms_threads} kernel thread(s), median of {args.repeats}, "
           f"{os.cpu_count()} cores (shared: timings move with the load)\nuptime before: {uptime()}")
     blas_threads = [int(n) for n in args.blas_threads.split(",")]
-    print(f"{'ms per call':<44} {'MindSpore':>10}" + "".join(f" {f'kernels@{n}':>10} {'ratio':>6}" for n in blas_threads)
-          + "\n(kernels@n: OpenBLAS on n threads; ratio: MindSpore's time / the kernels')")
+    columns = ["MindSpore"] + [f"kernels@{n}" for n in blas_threads]
+    print(f"{'':<48}" + "".join(f" {c:>18}" for c in columns) + "   ratio(s)\n"
+          f"{'ms per call':<48}" + " {:>8} {:>9}".format("wall", "CPU") * len(columns)
+          + "   wall (CPU)\n(kernels@n: OpenBLAS on n threads; ratio: MindSpore's time / the kernels')")
     for name, build in cases(args):
         with kernels_switched(False):
             plain, state = build(None)
         with kernels_switched(True):
             fast, _ = build(state)
-        plain_ms, *fast_ms = medians(plain, fast, args.repeats, blas_threads)
-        print(f"{name:<44} {plain_ms:>10.2f}" + "".join(f" {ms:>10.2f} {plain_ms / ms:>6.2f}" for ms in fast_ms),
-              flush=True)
+        (wall, cpu), *fast_times = medians(plain, fast, args.repeats, blas_threads)
+        cells = "".join(f" {w:>8.2f} {c:>9.2f}" for w, c in [(wall, cpu)] + fast_times)
+        ratios = "  ".join(f"{wall / w:.2f} ({cpu / c:.2f})" for w, c in fast_times)
+        print(f"{name:<48}{cells}   {ratios}", flush=True)
     print(f"uptime after: {uptime()}")
 
 
