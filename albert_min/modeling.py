@@ -161,7 +161,8 @@ class AlbertAttention(nn.Cell):
         self.head_size = config.head_size
         self.scale = 1.0 / math.sqrt(self.head_size)
         # q k^T with the transpose folded into the kernel: no Transpose op, forward or backward
-        self.matmul_qk = ops.BatchMatMul(transpose_b=True)
+        self.matmul_qk = kernels.batch_matmul(transpose_b=True)
+        self.matmul_pv = kernels.batch_matmul()
         self.softmax = kernels.softmax()                                 # over the last axis
         self.query = dense(H, H, config)
         self.key = dense(H, H, config)
@@ -184,7 +185,7 @@ class AlbertAttention(nn.Cell):
         scores = self.matmul_qk(q, k) * self.scale                       # [B, N, S, S]
         scores = scores + additive_mask                                   # padding keys -> -inf
         probs = self.attention_dropout(self.softmax(scores))
-        context = ops.matmul(probs, v)                                    # [B, N, S, D]
+        context = self.matmul_pv(probs, v)                                # [B, N, S, D]
         context = context.transpose(0, 2, 1, 3).reshape(B, S, H)
         projected = self.output_dropout(self.dense(context))
         return self.LayerNorm(hidden + projected)

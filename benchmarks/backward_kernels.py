@@ -39,6 +39,7 @@ def parse_args():
     p.add_argument("--base", action="store_true", help="also time the albert-base-v2 fine-tuning step")
     p.add_argument("--ms-threads", type=int, default=1, help="MindSpore kernel threads (train.py uses 1)")
     p.add_argument("--blas-threads", default="1,2", help="OpenBLAS thread counts to time the kernels at")
+    p.add_argument("--only", default="", help="time only the rows whose name contains this text")
     return p.parse_args()
 
 
@@ -118,6 +119,19 @@ def layer_gradients(cell, shape, seed=0):
     return lambda: grad(x)[0].asnumpy()
 
 
+def matmul_gradients(matmul, shape):
+    """Zero-argument call of the jit-compiled gradient of sum(matmul(a, b) * dy) w.r.t. a and b, in training mode."""
+    import mindspore as ms
+    rng = np.random.default_rng(0)
+    a, b, dy = (ms.Tensor(rng.standard_normal(shape).astype(np.float32)) for _ in range(3))
+    matmul.set_train(True)
+
+    def loss(a, b):
+        return (matmul(a, b) * dy).sum()
+    grad = ms.jit(ms.grad(loss, (0, 1)))
+    return lambda: grad(a, b)[0].asnumpy()
+
+
 def cases(args):
     """(name, builder) pairs; builder(on, state) -> (call, state)."""
     from albert_min.config import AlbertConfig
@@ -137,9 +151,13 @@ def cases(args):
                               (f"LayerNorm({H}) gradient, x [64, 32, {H}]",
                                lambda: LayerNorm(H, small.layer_norm_eps), (64, 32, H)),
                               ("softmax gradient, x [64, 4, 32, 32]", kernels.softmax, (64, 4, 32, 32)),
+
                               (f"gelu_new gradient, x [64, 32, {I}]",
                                lambda: as_cell(kernels.activation("gelu_new", gelu_new)), (64, 32, I))):
         rows.append((name, lambda state, make=make, shape=shape: layer_cell(make, shape, state)))
+    for name, transpose_b in (("attention q k^T", True), ("attention probs v", False)):
+        rows.append((f"{name} (training) + gradient, [64, 4, 32, 32]",
+                     lambda state, t=transpose_b: (matmul_gradients(kernels.batch_matmul(t), (64, 4, 32, 32)), {})))
     if args.base:
         base = AlbertConfig.preset("base")
         rows.append(("base fine-tuning step, batch 8, seq 128", lambda state: train_step(base, 8, 128, state)))
@@ -196,6 +214,8 @@ def main():
           f"{'ms per call':<48}" + " {:>8} {:>9}".format("wall", "CPU") * len(columns)
           + "   wall (CPU)\n(kernels@n: OpenBLAS on n threads; ratio: MindSpore's time / the kernels')")
     for name, build in cases(args):
+        if args.only not in name:
+            continue
         with kernels_switched(False):
             plain, state = build(None)
         with kernels_switched(True):

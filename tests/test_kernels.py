@@ -14,7 +14,7 @@ from albert_min import kernels
 from albert_min.checkpoint import load_arrays
 from albert_min.config import AlbertConfig
 from albert_min.kernels import build
-from albert_min.kernels.layers import (Activation, GeluNewWithKernels, LayerNorm, LayerNormWithKernels, Linear,
+from albert_min.kernels.layers import (Activation, BatchMatMul, BatchMatMulWithKernels, GeluNewWithKernels, LayerNorm, LayerNormWithKernels, Linear,
                                        LinearWithKernels, Softmax, SoftmaxWithKernels)
 from albert_min.modeling import AlbertForSequenceClassification, additive_attention_mask, gelu, gelu_new
 from conftest import FIXTURES, ROOT
@@ -89,6 +89,23 @@ def test_gelu_new_gradient_matches_mindspore_autodiff(library, scale):
     plain, fast = Activation(gelu_new), GeluNewWithKernels(gelu_new, library)
     assert np.array_equal(fast(x).asnumpy(), plain(x).asnumpy())
     assert_close(gradients(fast, x), gradients(plain, x))
+
+
+@pytest.mark.parametrize("transpose_b", [True, False])
+@pytest.mark.parametrize("jit", [True, False])
+def test_batch_matmul_and_its_gradient_match_mindspore(library, transpose_b, jit):
+    rng = np.random.default_rng(7)
+    a = randn(rng, 6, 4, 9, 8)
+    b = randn(rng, 6, 4, 5, 8) if transpose_b else randn(rng, 6, 4, 8, 5)
+    a_view = ops.transpose(randn(rng, 6, 9, 4, 8), (0, 2, 1, 3))    # a transposed input, as split_heads makes
+    plain, fast = BatchMatMul(transpose_b), BatchMatMulWithKernels(library, transpose_b)
+    fast.set_train(True)                                            # training: the kernels, forward too
+    for x in (a, a_view):
+        call = ms.jit(fast.construct) if jit else fast
+        np.testing.assert_allclose(call(x, b).asnumpy(), plain(x, b).asnumpy(), rtol=0, atol=1e-5)
+        assert_close(gradients(fast, x, b), gradients(plain, x, b))
+    fast.set_train(False)                                           # inference: MindSpore's own kernel
+    assert np.array_equal(fast(a, b).asnumpy(), plain(a, b).asnumpy())
 
 
 def test_only_gelu_new_has_a_kernel(library):

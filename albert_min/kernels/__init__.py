@@ -1,7 +1,7 @@
 """Compiled CPU kernels for the train step's backward pass, and the one place
 that chooses them (see README.md in this folder).
 
-``linear()``, ``layer_norm(eps)``, ``softmax()`` and ``activation(name, fn)``
+``linear()``, ``layer_norm(eps)``, ``softmax()``, ``batch_matmul()`` and ``activation(name, fn)``
 return what a layer computes with:
 MindSpore's own ops, or the same forward whose gradient comes from
 ``backward.cc``, compiled on first use (``build.py``). Without a compiler or
@@ -14,7 +14,7 @@ import os
 import sys
 
 from .build import KernelBuildError, library_path
-from .layers import (Activation, GeluNewWithKernels, LayerNorm, LayerNormWithKernels, Linear, LinearWithKernels,
+from .layers import (Activation, BatchMatMul, BatchMatMulWithKernels, GeluNewWithKernels, LayerNorm, LayerNormWithKernels, Linear, LinearWithKernels,
                      Softmax, SoftmaxWithKernels)
 
 _LIBRARY = {}      # compile-cache root -> library path, or None where it could not be built
@@ -72,6 +72,12 @@ def softmax():
     return SoftmaxWithKernels(path) if path else Softmax()
 
 
+def batch_matmul(transpose_b=False):
+    """The Cell computing ``(a, b) -> a b`` (``a b^T`` with ``transpose_b``) over leading batch dimensions."""
+    path = library()
+    return BatchMatMulWithKernels(path, transpose_b) if path else BatchMatMul(transpose_b)
+
+
 def activation(name, fn):
     """``fn``, the activation called ``name`` in the config, or a Cell computing it whose gradient
     comes from the kernels (``gelu_new``, the one the ALBERT models use)."""
@@ -79,5 +85,5 @@ def activation(name, fn):
     return GeluNewWithKernels(fn, path) if path and name == "gelu_new" else fn
 
 
-__all__ = ["KernelBuildError", "enabled", "library", "linear", "layer_norm", "softmax", "activation",
+__all__ = ["KernelBuildError", "enabled", "library", "linear", "layer_norm", "softmax", "batch_matmul", "activation",
            "set_blas_threads"]

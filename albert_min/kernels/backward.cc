@@ -145,5 +145,46 @@ extern "C" int gelu_new_backward(int nparam, void **params, int *ndims, int64_t 
   return 0;
 }
 
+// Batched matrix products for attention, one sgemm per matrix of the batch (MindSpore's CPU
+// BatchMatMul took 1-1.4 ms per call on [64, 4, 32, 32] operands: 256 products of 32 x 32).
+// The batch is every leading dimension; op(a) is M x K, op(b) K x N, out (..., M, N).
+namespace {
+void batched_sgemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, void **params, int *ndims, int64_t **shapes) {
+  const float *a = static_cast<const float *>(params[0]);
+  const float *b = static_cast<const float *>(params[1]);
+  float *out = static_cast<float *>(params[2]);
+  const int nd = ndims[0];
+  const int64_t a_rows = shapes[0][nd - 2], a_cols = shapes[0][nd - 1];
+  const int64_t b_rows = shapes[1][nd - 2], b_cols = shapes[1][nd - 1];
+  const int64_t M = ta == CblasTrans ? a_cols : a_rows, K = ta == CblasTrans ? a_rows : a_cols;
+  const int64_t N = tb == CblasTrans ? b_rows : b_cols;
+  const int64_t batch = leading_rows(nd - 1, shapes[0]);
+  for (int64_t i = 0; i < batch; ++i)
+    scipy_cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, 1.0f, a + i * a_rows * a_cols, a_cols,
+                      b + i * b_rows * b_cols, b_cols, 0.0f, out + i * M * N, N);
+}
+}  // namespace
+
+// out = a b    inputs: a (..., M, K), b (..., K, N)
+extern "C" int batch_matmul_nn(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,
+                               void *stream, void *extra) {
+  batched_sgemm(CblasNoTrans, CblasNoTrans, params, ndims, shapes);
+  return 0;
+}
+
+// out = a b^T  inputs: a (..., M, K), b (..., N, K)
+extern "C" int batch_matmul_nt(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,
+                               void *stream, void *extra) {
+  batched_sgemm(CblasNoTrans, CblasTrans, params, ndims, shapes);
+  return 0;
+}
+
+// out = a^T b  inputs: a (..., K, M), b (..., K, N)
+extern "C" int batch_matmul_tn(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,
+                               void *stream, void *extra) {
+  batched_sgemm(CblasTrans, CblasNoTrans, params, ndims, shapes);
+  return 0;
+}
+
 // OpenBLAS's thread count, set once by the loader (albert_min/kernels/build.py).
 extern "C" void set_blas_threads(int threads) { scipy_openblas_set_num_threads(threads); }

@@ -44,6 +44,18 @@ class Softmax(nn.Cell):
         return ops.softmax(x, -1)
 
 
+class BatchMatMul(nn.Cell):
+    """a ``[..., M, K]``, b ``[..., K, N]`` (or ``[..., N, K]`` with ``transpose_b``) -> a b ``[..., M, N]``."""
+
+    def __init__(self, transpose_b=False):
+        super().__init__()
+        self.transpose_b = transpose_b
+        self.matmul = ops.BatchMatMul(transpose_b=transpose_b)
+
+    def construct(self, a, b):
+        return self.matmul(a, b)
+
+
 class Activation(nn.Cell):
     """``fn(x)``, for an elementwise activation function ``fn`` of albert_min.modeling."""
 
@@ -67,6 +79,18 @@ def dense_backward_types(x, weight, dy):
 
 def layer_norm_backward_outputs(x, gamma, dy, eps):
     return x, gamma, gamma                       # dx, dgamma, dbeta
+
+
+def batch_matmul_nn_shape(a, b):
+    return a[:-1] + [b[-1]]
+
+
+def batch_matmul_nt_shape(a, b):
+    return a[:-1] + [b[-2]]
+
+
+def batch_matmul_tn_shape(a, b):
+    return a[:-2] + [a[-1], b[-1]]
 
 
 def like_first(first, *others):
@@ -131,3 +155,32 @@ class GeluNewWithKernels(Activation):
 
     def bprop(self, x, out, dout):
         return (self.backward(x, out, dout),)
+
+
+class BatchMatMulWithKernels(BatchMatMul):
+    """``BatchMatMul`` as one sgemm per matrix (``batch_matmul_nn/nt/tn``) in training, forward and
+    gradient; in inference MindSpore's own kernel (exported graphs hold no custom op).
+
+    MindSpore's CPU BatchMatMul ran the attention products ([64, 4, 32, 32]) at 1-1.4 ms per call.
+    """
+
+    def __init__(self, library, transpose_b=False):
+        super().__init__(transpose_b)
+        self.nn = ops.Custom(f"{library}:batch_matmul_nn", func_type="aot",
+                             out_shape=batch_matmul_nn_shape, out_dtype=like_first)
+        self.nt = ops.Custom(f"{library}:batch_matmul_nt", func_type="aot",
+                             out_shape=batch_matmul_nt_shape, out_dtype=like_first)
+        self.tn = ops.Custom(f"{library}:batch_matmul_tn", func_type="aot",
+                             out_shape=batch_matmul_tn_shape, out_dtype=like_first)
+
+    def construct(self, a, b):
+        if not self.training:
+            return self.matmul(a, b)
+        if self.transpose_b:
+            return self.nt(a, b)
+        return self.nn(a, b)
+
+    def bprop(self, a, b, out, dout):
+        if self.transpose_b:                       # out = a b^T: da = dout b, db = dout^T a
+            return self.nn(dout, b), self.tn(dout, a)
+        return self.nt(dout, b), self.tn(a, dout)  # out = a b: da = dout b^T, db = a^T dout
