@@ -57,6 +57,20 @@ def kernels_switched(on):
             os.environ["ALBERT_MIN_KERNELS"] = saved
 
 
+def seeded(make, state):
+    """``make()`` built after ms.set_seed(0), its weights then replaced by ``state`` (the other path's) if given."""
+    import mindspore as ms
+    ms.set_seed(0)
+    cell = make()
+    for p in cell.get_parameters() if state is not None else ():
+        p.set_data(ms.Tensor(state[p.name]))
+    return cell
+
+
+def weights(cell):
+    return {p.name: p.asnumpy().copy() for p in cell.get_parameters()}
+
+
 def train_step(config, batch, seq, state=None):
     """(zero-argument train step on fixed random inputs, initial weights). ``state``: weights to start from."""
     import mindspore as ms
@@ -64,11 +78,7 @@ def train_step(config, batch, seq, state=None):
     from encoder_throughput import make_inputs
     from albert_min.modeling import AlbertForSequenceClassification
     from albert_min.training import linear_warmup_decay, make_optimizer, make_train_step
-    ms.set_seed(0)
-    model = AlbertForSequenceClassification(config)
-    if state is not None:
-        for p in model.get_parameters():
-            p.set_data(ms.Tensor(state[p.name]))
+    model = seeded(lambda: AlbertForSequenceClassification(config), state)
     model.set_train(True)
     optimizer = make_optimizer(model, linear_warmup_decay(2e-5, 1000, 0.1), 0.01)
 
@@ -77,7 +87,7 @@ def train_step(config, batch, seq, state=None):
 
     step = make_train_step(loss_fn, optimizer, 1.0)
     tensors = [ms.Tensor(x) for x in make_inputs(config, batch, seq, seed=1)]
-    return (lambda: step(*tensors).asnumpy()), {p.name: p.asnumpy().copy() for p in model.get_parameters()}
+    return (lambda: step(*tensors).asnumpy()), weights(model)
 
 
 def pretraining_step(config, batch, seq, state=None):
@@ -87,11 +97,7 @@ def pretraining_step(config, batch, seq, state=None):
     from albert_min.modeling import AlbertForPreTraining
     from albert_min.pretraining import MASK_PROB, make_loss_fn
     from albert_min.training import linear_warmup_decay, make_optimizer, make_train_step
-    ms.set_seed(0)
-    model = AlbertForPreTraining(config)
-    if state is not None:
-        for p in model.get_parameters():
-            p.set_data(ms.Tensor(state[p.name]))
+    model = seeded(lambda: AlbertForPreTraining(config), state)
     model.set_train(True)
     optimizer = make_optimizer(model, linear_warmup_decay(1e-3, 1000, 0.02), 0.01)
     step = make_train_step(make_loss_fn(model, "sop"), optimizer, 1.0)
@@ -102,7 +108,7 @@ def pretraining_step(config, batch, seq, state=None):
     mlm_ids = rng.integers(5, config.vocab_size, size=batch * P).astype(np.int32)
     weights = np.ones(batch * P, np.float32)
     tensors = [ms.Tensor(a) for a in (ids, types, mask, positions.astype(np.int32), mlm_ids, weights, labels)]
-    return (lambda: step(*tensors).asnumpy()), {p.name: p.asnumpy().copy() for p in model.get_parameters()}
+    return (lambda: step(*tensors).asnumpy()), weights(model)
 
 
 def layer_gradients(cell, shape, seed=0):
@@ -165,13 +171,8 @@ def cases(args):
 
 
 def layer_cell(make, shape, state):
-    import mindspore as ms
-    ms.set_seed(0)
-    cell = make()
-    if state is not None:
-        for p in cell.get_parameters():
-            p.set_data(ms.Tensor(state[p.name]))
-    return layer_gradients(cell, shape), {p.name: p.asnumpy().copy() for p in cell.get_parameters()}
+    cell = seeded(make, state)
+    return layer_gradients(cell, shape), weights(cell)
 
 
 def medians(plain, fast, repeats, blas_threads):

@@ -256,7 +256,8 @@ def print_case(case, shapes=False):
         for t in result["top_ops"]:
             print(f"{t['op'][:36]:<36} {t['category']:<20} {t['per_step']:>9.0f} {t['ms']:>8.2f}")
     if shapes:
-        print(f"\nour costliest ops by input shapes:\n{'op, inputs':<58} {'runs/step':>9} {'ms/step':>8} {'ms/run':>7}")
+        print(f"\nour costliest ops by input shapes:\n"
+              f"{'op, inputs':<58} {'runs/step':>9} {'ms/step':>8} {'ms/run':>7}")
         for t in ours["top_shapes"]:
             print(f"{t['op'][:58]:<58} {t['per_step']:>9.0f} {t['ms']:>8.2f} {t['ms'] / t['per_step']:>7.3f}")
 

@@ -14,8 +14,9 @@ from albert_min import kernels
 from albert_min.checkpoint import load_arrays
 from albert_min.config import AlbertConfig
 from albert_min.kernels import build
-from albert_min.kernels.layers import (Activation, BatchMatMul, BatchMatMulWithKernels, GeluNewWithKernels, LayerNorm, LayerNormWithKernels, Linear,
-                                       LinearWithKernels, Softmax, SoftmaxWithKernels)
+from albert_min.kernels.layers import (Activation, BatchMatMul, BatchMatMulWithKernels, GeluNewWithKernels,
+                                       LayerNorm, LayerNormWithKernels, Linear, LinearWithKernels, Softmax,
+                                       SoftmaxWithKernels)
 from albert_min.modeling import AlbertForSequenceClassification, additive_attention_mask, gelu, gelu_new
 from conftest import FIXTURES, ROOT
 

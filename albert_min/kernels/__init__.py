@@ -14,8 +14,8 @@ import os
 import sys
 
 from .build import KernelBuildError, library_path
-from .layers import (Activation, BatchMatMul, BatchMatMulWithKernels, GeluNewWithKernels, LayerNorm, LayerNormWithKernels, Linear, LinearWithKernels,
-                     Softmax, SoftmaxWithKernels)
+from .layers import (Activation, BatchMatMul, BatchMatMulWithKernels, GeluNewWithKernels, LayerNorm,
+                     LayerNormWithKernels, Linear, LinearWithKernels, Softmax, SoftmaxWithKernels)
 
 _LIBRARY = {}      # compile-cache root -> library path, or None where it could not be built
 # OpenBLAS's sgemm rounds differently on 1 and 2 threads, so the count is fixed (not
