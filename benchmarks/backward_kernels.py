@@ -106,8 +106,8 @@ def pretraining_step(config, batch, seq, state=None):
     ids, types, mask, labels = make_inputs(config, batch, seq, seed=2)
     positions = (np.arange(batch)[:, None] * seq + rng.integers(1, seq // 4, size=(batch, P))).reshape(-1)
     mlm_ids = rng.integers(5, config.vocab_size, size=batch * P).astype(np.int32)
-    weights = np.ones(batch * P, np.float32)
-    tensors = [ms.Tensor(a) for a in (ids, types, mask, positions.astype(np.int32), mlm_ids, weights, labels)]
+    mlm_weights = np.ones(batch * P, np.float32)
+    tensors = [ms.Tensor(a) for a in (ids, types, mask, positions.astype(np.int32), mlm_ids, mlm_weights, labels)]
     return (lambda: step(*tensors).asnumpy()), weights(model)
 
 
