@@ -20,7 +20,9 @@ AddmmBackward0), softmax (+grad, + the loss's log-softmax), GELU (+grad;
 ours: ops on [.., intermediate] inputs, torch: ops in transformers'
 activation module and their backward functions), dropout, grad clipping
 (ours: ops on parameter-shaped inputs outside the Gradients/ scope; torch:
-clip_grad_norm_), optimizer, other. "sum of ops" against the wall times
+clip_grad_norm_), optimizer, albert_min kernels (every ``Custom`` op of
+albert_min/kernels, whichever layer's gradient it computes: --shapes tells
+them apart by their inputs), other. "sum of ops" against the wall times
 shows the time between ops and what the profilers add. MindSpore runs 1
 kernel thread (``set_cpu_threads``), torch --torch-threads. The machine is
 shared: ``uptime`` is printed before and after.
@@ -46,12 +48,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from speed import MODEL, step_pair  # noqa: E402  (speed.py puts the repository root on sys.path)
 
 CATEGORIES = ["matmul", "layer norm forward", "layer norm backward", "bias-add grad", "softmax (+grad)",
-              "gelu (+grad)", "dropout (+grad)", "grad clipping", "optimizer", "other"]
+              "gelu (+grad)", "dropout (+grad)", "grad clipping", "optimizer", "albert_min kernels", "other"]
 OURS_TYPES = {"matmul": {"MatMul", "BatchMatMul", "BiasAdd"}, "layer norm forward": {"LayerNorm"},
               "layer norm backward": {"LayerNormGrad"}, "bias-add grad": {"BiasAddGrad"},
               "softmax (+grad)": {"Softmax", "SoftmaxGrad", "LogSoftmax", "LogSoftmaxGrad"},
               "gelu (+grad)": {"Sigmoid", "SigmoidGrad", "GeLU", "GeLUGrad", "FastGeLU", "FastGeLUGrad"},
-              "dropout (+grad)": {"Dropout", "DropoutGrad"}, "optimizer": {"AdamWeightDecay", "Adam", "AssignAdd"}}
+              "dropout (+grad)": {"Dropout", "DropoutGrad"}, "optimizer": {"AdamWeightDecay", "Adam", "AssignAdd"},
+              "albert_min kernels": {"Custom"}}
 CLIP_TYPES = {"Square", "ReduceSum", "Mul", "Div"}      # ops.clip_by_global_norm's per-gradient ops
 TORCH_TYPES = {"matmul": {"aten::mm", "aten::addmm", "aten::bmm", "aten::matmul", "aten::linear"},
                "layer norm forward": {"aten::layer_norm", "aten::native_layer_norm"},
