@@ -26,6 +26,7 @@ import mindspore as ms
 from mindspore import nn, ops, Parameter
 from mindspore.common.initializer import initializer, TruncatedNormal
 
+from . import kernels
 from .checkpoint import BACKBONE_PREFIX, load_model_dir
 from .config import AlbertConfig, load_config
 
@@ -65,10 +66,22 @@ ACT2FN = {"gelu": gelu, "gelu_new": gelu_new, "relu": ops.relu, "tanh": tanh}
 
 
 # --------------------------------------------------------- small building blocks
+class Dense(nn.Dense):
+    """``nn.Dense``: x W^T + b, weight ``[out, in]``. ``kernels.linear`` picks how it runs
+    (its gradient from compiled kernels when they are built)."""
+
+    def __init__(self, in_features, out_features, config):
+        super().__init__(in_features, out_features,
+                         weight_init=TruncatedNormal(config.initializer_range), bias_init="zeros")
+        self.linear = kernels.linear()
+
+    def construct(self, x):
+        return self.linear(x, self.weight, self.bias)
+
+
 def dense(in_features, out_features, config):
     """A Linear layer, weight ``[out, in]``, initialised as in the reference."""
-    return nn.Dense(in_features, out_features,
-                    weight_init=TruncatedNormal(config.initializer_range), bias_init="zeros")
+    return Dense(in_features, out_features, config)
 
 
 class Embedding(nn.Cell):
@@ -93,18 +106,20 @@ class LayerNorm(nn.Cell):
     (x - mean) / sqrt(var + eps) * weight + bias, with the biased variance like
     the reference. MindSpore's fused LayerNorm primitive computes exactly that
     (to float32 rounding, and 13% faster for the whole base encoder than the
-    formula written out); ``mint.nn.LayerNorm`` has no CPU kernel. The
-    parameters are named ``weight``/``bias`` as in every checkpoint format.
+    formula written out); ``mint.nn.LayerNorm`` has no CPU kernel.
+    ``kernels.layer_norm`` picks how it runs (its gradient from compiled kernels
+    when they are built). The parameters are named ``weight``/``bias`` as in
+    every checkpoint format.
     """
 
     def __init__(self, dim, eps):
         super().__init__()
         self.weight = Parameter(initializer("ones", (dim,), ms.float32), name="weight")
         self.bias = Parameter(initializer("zeros", (dim,), ms.float32), name="bias")
-        self.normalize = ops.LayerNorm(begin_norm_axis=-1, begin_params_axis=-1, epsilon=eps)
+        self.normalize = kernels.layer_norm(eps)
 
     def construct(self, x):
-        return self.normalize(x, self.weight, self.bias)[0]
+        return self.normalize(x, self.weight, self.bias)
 
 
 # ------------------------------------------------------------------ embeddings
@@ -147,7 +162,9 @@ class AlbertAttention(nn.Cell):
         self.head_size = config.head_size
         self.scale = 1.0 / math.sqrt(self.head_size)
         # q k^T with the transpose folded into the kernel: no Transpose op, forward or backward
-        self.matmul_qk = ops.BatchMatMul(transpose_b=True)
+        self.matmul_qk = kernels.batch_matmul(transpose_b=True)
+        self.matmul_pv = kernels.batch_matmul()
+        self.softmax = kernels.softmax()                                 # over the last axis
         self.query = dense(H, H, config)
         self.key = dense(H, H, config)
         self.value = dense(H, H, config)
@@ -168,8 +185,8 @@ class AlbertAttention(nn.Cell):
         v = self.split_heads(self.value(hidden))
         scores = self.matmul_qk(q, k) * self.scale                       # [B, N, S, S]
         scores = scores + additive_mask                                   # padding keys -> -inf
-        probs = self.attention_dropout(ops.softmax(scores, -1))
-        context = ops.matmul(probs, v)                                    # [B, N, S, D]
+        probs = self.attention_dropout(self.softmax(scores))
+        context = self.matmul_pv(probs, v)                                # [B, N, S, D]
         context = context.transpose(0, 2, 1, 3).reshape(B, S, H)
         projected = self.output_dropout(self.dense(context))
         return self.LayerNorm(hidden + projected)
@@ -186,7 +203,7 @@ class AlbertLayer(nn.Cell):
         super().__init__()
         self.attention = AlbertAttention(config)
         self.ffn = dense(config.hidden_size, config.intermediate_size, config)
-        self.activation = ACT2FN[config.hidden_act]
+        self.activation = kernels.activation(config.hidden_act, ACT2FN[config.hidden_act])
         self.ffn_output = dense(config.intermediate_size, config.hidden_size, config)
         self.dropout = nn.Dropout(p=config.hidden_dropout_prob)
         self.full_layer_layer_norm = LayerNorm(config.hidden_size, config.layer_norm_eps)
@@ -345,13 +362,14 @@ class AlbertMLMHead(nn.Cell):
     def __init__(self, config: AlbertConfig):
         super().__init__()
         self.dense = dense(config.hidden_size, config.embedding_size, config)
-        self.activation = ACT2FN[config.hidden_act]
+        self.activation = kernels.activation(config.hidden_act, ACT2FN[config.hidden_act])
         self.LayerNorm = LayerNorm(config.embedding_size, config.layer_norm_eps)
         self.bias = Parameter(initializer("zeros", (config.vocab_size,), ms.float32), name="bias")
+        self.decoder = kernels.linear()          # x W^T + b, as a Dense layer with the tied table as W
 
     def construct(self, sequence_output, word_embeddings):
         x = self.LayerNorm(self.activation(self.dense(sequence_output)))
-        return ops.matmul(x, word_embeddings.transpose()) + self.bias
+        return self.decoder(x, word_embeddings, self.bias)
 
 
 class AlbertSOPHead(nn.Cell):

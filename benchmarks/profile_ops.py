@@ -20,7 +20,9 @@ AddmmBackward0), softmax (+grad, + the loss's log-softmax), GELU (+grad;
 ours: ops on [.., intermediate] inputs, torch: ops in transformers'
 activation module and their backward functions), dropout, grad clipping
 (ours: ops on parameter-shaped inputs outside the Gradients/ scope; torch:
-clip_grad_norm_), optimizer, other. "sum of ops" against the wall times
+clip_grad_norm_), optimizer, albert_min kernels (every ``Custom`` op of
+albert_min/kernels, whichever layer's gradient it computes: --shapes tells
+them apart by their inputs), other. "sum of ops" against the wall times
 shows the time between ops and what the profilers add. MindSpore runs 1
 kernel thread (``set_cpu_threads``), torch --torch-threads. The machine is
 shared: ``uptime`` is printed before and after.
@@ -46,12 +48,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from speed import MODEL, step_pair  # noqa: E402  (speed.py puts the repository root on sys.path)
 
 CATEGORIES = ["matmul", "layer norm forward", "layer norm backward", "bias-add grad", "softmax (+grad)",
-              "gelu (+grad)", "dropout (+grad)", "grad clipping", "optimizer", "other"]
+              "gelu (+grad)", "dropout (+grad)", "grad clipping", "optimizer", "albert_min kernels", "other"]
 OURS_TYPES = {"matmul": {"MatMul", "BatchMatMul", "BiasAdd"}, "layer norm forward": {"LayerNorm"},
               "layer norm backward": {"LayerNormGrad"}, "bias-add grad": {"BiasAddGrad"},
               "softmax (+grad)": {"Softmax", "SoftmaxGrad", "LogSoftmax", "LogSoftmaxGrad"},
               "gelu (+grad)": {"Sigmoid", "SigmoidGrad", "GeLU", "GeLUGrad", "FastGeLU", "FastGeLUGrad"},
-              "dropout (+grad)": {"Dropout", "DropoutGrad"}, "optimizer": {"AdamWeightDecay", "Adam", "AssignAdd"}}
+              "dropout (+grad)": {"Dropout", "DropoutGrad"}, "optimizer": {"AdamWeightDecay", "Adam", "AssignAdd"},
+              "albert_min kernels": {"Custom"}}
 CLIP_TYPES = {"Square", "ReduceSum", "Mul", "Div"}      # ops.clip_by_global_norm's per-gradient ops
 TORCH_TYPES = {"matmul": {"aten::mm", "aten::addmm", "aten::bmm", "aten::matmul", "aten::linear"},
                "layer norm forward": {"aten::layer_norm", "aten::native_layer_norm"},
@@ -67,6 +70,8 @@ def parse_args():
     p.add_argument("--base", action="store_true", help="also profile the albert-base-v2 fine-tuning step")
     p.add_argument("--torch-threads", type=int, default=1)
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the tables")
+    p.add_argument("--shapes", action="store_true",
+                   help="also print our 25 costliest (op, input shapes) pairs, forward and gradient apart")
     return p.parse_args()
 
 
@@ -130,8 +135,14 @@ def ours_ops(fn, steps, intermediate):
             category = "softmax (+grad)"
         else:
             category = categorise(op, OURS_TYPES, s, intermediate)
-        ops.append((op, category, took))
+        ops.append((op, category, took, shape_key(op, name, s)))
     return ops, wall
+
+
+def shape_key(op, name, shapes):
+    """``MatMul [2048, 128] x [128, 128] (grad)``: one row of the --shapes table."""
+    where = " (grad)" if name.startswith("Gradients/") else ""
+    return f"{op} {' x '.join(str(x) for x in shapes[:2])}{where}"
 
 
 @contextlib.contextmanager
@@ -190,22 +201,27 @@ def torch_ops(fn, steps, hidden_act):
         else:      # ops inside a categorised op count there (bernoulli_ in native_dropout), layout copies do not
             found = [categorise(n, TORCH_TYPES) for n in (names[:1] if e.name == "aten::copy_" else names)]
             category = next((c for c in found if c != "other"), "other")
-        ops.append((e.name, category, e.self_cpu_time_total / 1000))
+        ops.append((e.name, category, e.self_cpu_time_total / 1000, e.name))
     return ops, wall
 
 
 def summary(ops, steps, wall, profiled_wall):
     """ms/step per category and for the 10 costliest raw ops."""
     by_category, by_op, count = defaultdict(float), defaultdict(float), defaultdict(int)
-    for op, category, ms in ops:
+    by_shape, shape_count = defaultdict(float), defaultdict(int)
+    for op, category, ms, shape in ops:
         by_category[category] += ms / steps
         by_op[(op, category)] += ms / steps
         count[(op, category)] += 1
+        by_shape[shape] += ms / steps
+        shape_count[shape] += 1
     top = sorted(by_op, key=by_op.get, reverse=True)[:10]
+    top_shapes = sorted(by_shape, key=by_shape.get, reverse=True)[:25]
     return {"wall_ms": wall, "profiled_wall_ms": profiled_wall, "op_sum_ms": sum(by_category.values()),
             "categories": {c: by_category[c] for c in CATEGORIES},
             "top_ops": [{"op": op, "category": c, "ms": by_op[op, c], "per_step": count[op, c] / steps}
-                        for op, c in top]}
+                        for op, c in top],
+            "top_shapes": [{"op": k, "ms": by_shape[k], "per_step": shape_count[k] / steps} for k in top_shapes]}
 
 
 def profile_case(name, config, batch, seq, args):
@@ -229,7 +245,7 @@ def uptime():
     return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
 
 
-def print_case(case):
+def print_case(case, shapes=False):
     ours, ref = case["ours"], case["torch"]
     print(f"\n{case['name']}: ms/step\n{'category':<22} {'ours':>9} {'torch':>9} {'ours/torch':>10}")
     rows = [(c, ours["categories"][c], ref["categories"][c]) for c in CATEGORIES]
@@ -242,6 +258,11 @@ def print_case(case):
         print(f"\ntop 10 ops, {framework}:\n{'op':<36} {'category':<20} {'runs/step':>9} {'ms/step':>8}")
         for t in result["top_ops"]:
             print(f"{t['op'][:36]:<36} {t['category']:<20} {t['per_step']:>9.0f} {t['ms']:>8.2f}")
+    if shapes:
+        print(f"\nour costliest ops by input shapes:\n"
+              f"{'op, inputs':<58} {'runs/step':>9} {'ms/step':>8} {'ms/run':>7}")
+        for t in ours["top_shapes"]:
+            print(f"{t['op'][:58]:<58} {t['per_step']:>9.0f} {t['ms']:>8.2f} {t['ms'] / t['per_step']:>7.3f}")
 
 
 def main():
@@ -267,7 +288,7 @@ def main():
     for name, config, batch, seq in cases:
         results.append(profile_case(name, config, batch, seq, args))
         if not args.json:
-            print_case(results[-1])
+            print_case(results[-1], args.shapes)
     info["uptime_after"] = uptime()
     print(json.dumps({"info": info, "cases": results}, indent=2) if args.json
           else f"\nuptime after: {info['uptime_after']}")

@@ -1,0 +1,208 @@
+"""albert_min/kernels: each compiled gradient against MindSpore's autodiff of the plain ops,
+the build (cache, fallback, off switch), and the parity suite on the fallback path."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import mindspore as ms
+import pytest
+from mindspore import ops
+
+from albert_min import kernels
+from albert_min.checkpoint import load_arrays
+from albert_min.config import AlbertConfig
+from albert_min.kernels import build
+from albert_min.kernels.layers import (Activation, BatchMatMul, BatchMatMulWithKernels, GeluNewWithKernels,
+                                       LayerNorm, LayerNormWithKernels, Linear, LinearWithKernels, Softmax,
+                                       SoftmaxWithKernels)
+from albert_min.modeling import AlbertForSequenceClassification, additive_attention_mask, gelu, gelu_new
+from conftest import FIXTURES, ROOT
+
+
+@pytest.fixture(scope="module")
+def library():
+    path = kernels.library()
+    if path is None:
+        pytest.skip("no C++ compiler or scipy-openblas32 here: the kernels cannot be built")
+    return path
+
+
+def gradients(cell, *inputs, seed=0):
+    """d/d(inputs) of sum(cell(*inputs) * dy) for a fixed random dy, as numpy arrays (jit-compiled)."""
+    out_shape = cell(*inputs).shape
+    dy = ms.Tensor(np.random.default_rng(seed).standard_normal(out_shape).astype(np.float32))
+
+    def loss(*args):
+        return (cell(*args) * dy).sum()
+    return [g.asnumpy() for g in ms.jit(ms.grad(loss, tuple(range(len(inputs)))))(*inputs)]
+
+
+def assert_close(ours, expected, rtol=1e-5, scale=None):
+    """Elementwise within rtol of ``scale`` (default: each expected gradient's largest magnitude):
+    float32 sums over up to 2048 rows round differently in any other order."""
+    for a, b in zip(ours, expected, strict=True):
+        assert a.shape == b.shape
+        np.testing.assert_allclose(a, b, rtol=0, atol=rtol * (scale or float(np.abs(b).max())))
+
+
+def randn(rng, *shape, scale=1.0):
+    return ms.Tensor((scale * rng.standard_normal(shape)).astype(np.float32))
+
+
+@pytest.mark.parametrize("x_shape, out_features", [((64, 32, 128), 512), ((64, 32, 512), 128), ((7, 5, 24), 24),
+                                                   ((64, 128), 2), ((3, 16), 1)])
+def test_dense_gradient_matches_mindspore_autodiff(library, x_shape, out_features):
+    rng = np.random.default_rng(1)
+    inputs = (randn(rng, *x_shape), randn(rng, out_features, x_shape[-1], scale=0.05), randn(rng, out_features))
+    plain, fast = Linear(), LinearWithKernels(library)
+    assert np.array_equal(fast(*inputs).asnumpy(), plain(*inputs).asnumpy())    # the same forward
+    assert_close(gradients(fast, *inputs), gradients(plain, *inputs))
+
+
+@pytest.mark.parametrize("x_shape, eps", [((64, 32, 128), 1e-12), ((5, 9, 24), 1e-5), ((4, 768), 1e-12)])
+def test_layer_norm_gradient_matches_mindspore_autodiff(library, x_shape, eps):
+    rng = np.random.default_rng(2)
+    x = ms.Tensor((3.0 + 2.0 * rng.standard_normal(x_shape)).astype(np.float32))   # off-centre, not unit variance
+    inputs = (x, randn(rng, x_shape[-1]), randn(rng, x_shape[-1]))
+    plain, fast = LayerNorm(eps), LayerNormWithKernels(eps, library)
+    assert np.array_equal(fast(*inputs).asnumpy(), plain(*inputs).asnumpy())
+    assert_close(gradients(fast, *inputs), gradients(plain, *inputs))
+
+
+@pytest.mark.parametrize("shape", [(64, 4, 32, 32), (3, 2, 5, 7)])
+def test_softmax_gradient_matches_mindspore_autodiff(library, shape):
+    rng = np.random.default_rng(5)
+    scores = 4.0 * rng.standard_normal(shape).astype(np.float32)
+    mask = np.ones((shape[0], shape[-1]), np.int32)
+    mask[0, shape[-1] // 2:] = 0                                  # padding keys: probability exactly 0
+    scores = ms.Tensor(scores) + additive_attention_mask(ms.Tensor(mask))
+    plain, fast = Softmax(), SoftmaxWithKernels(library)
+    assert np.array_equal(fast(scores).asnumpy(), plain(scores).asnumpy())
+    assert_close(gradients(fast, scores), gradients(plain, scores))
+
+
+@pytest.mark.parametrize("scale", [1.0, 6.0, 1e-5])                 # typical, saturated tails, near x = 0
+def test_gelu_new_gradient_matches_mindspore_autodiff(library, scale):
+    rng = np.random.default_rng(6)
+    x = ms.Tensor((scale * rng.standard_normal((64, 32, 512))).astype(np.float32))
+    plain, fast = Activation(gelu_new), GeluNewWithKernels(gelu_new, library)
+    assert np.array_equal(fast(x).asnumpy(), plain(x).asnumpy())
+    assert_close(gradients(fast, x), gradients(plain, x))
+
+
+@pytest.mark.parametrize("transpose_b", [True, False])
+@pytest.mark.parametrize("jit", [True, False])
+def test_batch_matmul_and_its_gradient_match_mindspore(library, transpose_b, jit):
+    rng = np.random.default_rng(7)
+    a = randn(rng, 6, 4, 9, 8)
+    b = randn(rng, 6, 4, 5, 8) if transpose_b else randn(rng, 6, 4, 8, 5)
+    a_view = ops.transpose(randn(rng, 6, 9, 4, 8), (0, 2, 1, 3))    # a transposed input, as split_heads makes
+    plain, fast = BatchMatMul(transpose_b), BatchMatMulWithKernels(library, transpose_b)
+    fast.set_train(True)                                            # training: the kernels, forward too
+    for x in (a, a_view):
+        call = ms.jit(fast.construct) if jit else fast
+        np.testing.assert_allclose(call(x, b).asnumpy(), plain(x, b).asnumpy(), rtol=0, atol=1e-5)
+        assert_close(gradients(fast, x, b), gradients(plain, x, b))
+    fast.set_train(False)                                           # inference: MindSpore's own kernel
+    assert np.array_equal(fast(a, b).asnumpy(), plain(a, b).asnumpy())
+
+
+def test_only_gelu_new_has_a_kernel(library):
+    assert isinstance(kernels.activation("gelu_new", gelu_new), GeluNewWithKernels)
+    assert kernels.activation("gelu", gelu) is gelu
+
+
+def classifier_gradients(weights):
+    """Loss and parameter gradients of the tiny fixture classifier on a fixed batch (dropout off)."""
+    model = AlbertForSequenceClassification(
+        AlbertConfig.from_json_file(os.path.join(FIXTURES, "tiny_classifier", "config.json")))
+    load_arrays(model, weights, "weights.npz")
+    model.set_train(False)
+    rng = np.random.default_rng(3)
+    ids = rng.integers(5, model.config.vocab_size, size=(4, 12)).astype(np.int32)
+    mask = np.ones_like(ids)
+    mask[1, 7:] = 0
+    labels = ms.Tensor(np.array([0, 1, 2, 0], np.int32))
+
+    def loss(input_ids, token_type_ids, attention_mask):
+        return ops.cross_entropy(model(input_ids, token_type_ids, attention_mask), labels)
+    value, grads = ms.jit(ms.value_and_grad(loss, None, model.trainable_params()))(
+        ms.Tensor(ids), ms.Tensor(np.zeros_like(ids)), ms.Tensor(mask))
+    return model, float(value.asnumpy()), {p.name: g.asnumpy() for p, g in zip(model.trainable_params(), grads)}
+
+
+def test_a_models_gradients_are_the_same_on_both_paths(library, monkeypatch, hf_weights):
+    model, loss, grads = classifier_gradients(hf_weights["classifier"])
+    assert isinstance(model.albert.encoder.embedding_hidden_mapping_in.linear, LinearWithKernels)
+    monkeypatch.setenv("ALBERT_MIN_KERNELS", "off")
+    plain_model, plain_loss, plain_grads = classifier_gradients(hf_weights["classifier"])
+    assert type(plain_model.albert.encoder.embedding_hidden_mapping_in.linear) is Linear
+    assert loss == plain_loss
+    assert grads.keys() == plain_grads.keys()
+    # One scale for all: some gradients are zero but for rounding (the key bias: softmax ignores a
+    # constant added to every score of a query), and rounding is all they differ in.
+    scale = max(float(np.abs(g).max()) for g in plain_grads.values())
+    assert_close([grads[k] for k in grads], [plain_grads[k] for k in grads], scale=scale)
+
+
+def test_the_kernels_repeat_bit_for_bit(library):
+    rng = np.random.default_rng(4)
+    x, w, dy = randn(rng, 2048, 128), randn(rng, 512, 128), randn(rng, 2048, 512)
+    fast = LinearWithKernels(library)
+    first = [a.asnumpy() for a in fast.backward(x, w, dy)]
+    again = [a.asnumpy() for a in fast.backward(x, w, dy)]
+    assert all(np.array_equal(a, b) for a, b in zip(first, again))
+
+
+def test_off_switch_gives_mindspores_own_ops(monkeypatch):
+    monkeypatch.setenv("ALBERT_MIN_KERNELS", "off")
+    assert kernels.library() is None
+    assert type(kernels.linear()) is Linear and type(kernels.layer_norm(1e-12)) is LayerNorm
+
+
+def test_without_a_compiler_the_layers_fall_back_after_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("ALBERT_MIN_CACHE", str(tmp_path))            # a cache root not tried yet
+    monkeypatch.setenv("CXX", "no-such-compiler-albert-min")
+    assert type(kernels.linear()) is Linear
+    assert type(kernels.layer_norm(1e-12)) is LayerNorm               # noticed once, not per layer
+    notice = capsys.readouterr().err.strip().splitlines()
+    assert notice == ["albert_min: kernels not built (no C++ compiler: no-such-compiler-albert-min not found); "
+                      "using MindSpore's ops"]
+
+
+def test_the_library_is_built_once_into_the_cache(library, tmp_path):
+    path = build.library_path(str(tmp_path))
+    assert path.startswith(os.path.join(str(tmp_path), "kernels", ""))
+    built = os.stat(path).st_mtime_ns
+    assert build.library_path(str(tmp_path)) == path and os.stat(path).st_mtime_ns == built   # not rebuilt
+    assert os.listdir(os.path.dirname(path)) == [build.LIBRARY]                              # no temporary left
+
+
+def test_a_failed_build_names_the_error_and_leaves_nothing(library, tmp_path, monkeypatch):
+    broken = tmp_path / "broken.cc"
+    broken.write_text("extern \"C\" int f( {\n")
+    monkeypatch.setattr(build, "SOURCES", [str(broken)])
+    with pytest.raises(build.KernelBuildError, match="failed on broken.cc"):
+        build.library_path(str(tmp_path / "cache"))
+    assert all(not files for _, _, files in os.walk(tmp_path / "cache"))
+
+
+def test_the_key_changes_with_the_sources(library, tmp_path, monkeypatch):
+    cxx, version = build.compiler()
+    before = build.build_key(cxx, version, build.blas())
+    changed = tmp_path / "changed.cc"
+    changed.write_text("// another kernel\n")
+    monkeypatch.setattr(build, "SOURCES", build.SOURCES + [str(changed)])
+    assert build.build_key(cxx, version, build.blas()) != before
+
+
+def test_layer_parity_holds_with_the_kernels_off(library):
+    """The parity suites again, in a process where every layer is built without the kernels."""
+    env = dict(os.environ, ALBERT_MIN_KERNELS="off")
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "tests/test_modeling.py", "tests/test_heads.py"],
+                          cwd=ROOT, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert " passed" in proc.stdout.strip().splitlines()[-1]
