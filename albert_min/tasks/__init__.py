@@ -12,6 +12,9 @@ REGISTRY = {
     **{name: ("glue", "GlueTask", (name,)) for name in
        ("cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli", "cls")},
     **{name: ("pretraining", "PretrainingTask", (name,)) for name in ("sop", "nsp", "mlm")},
+    **{name: ("squad_task", "SquadTask", (name,)) for name in ("squad", "squad_v2")},
+    "race": ("race", "RaceTask", ("race",)),
+    "conll": ("conll", "ConllTask", ("conll",)),
 }
 TASK_NAMES = tuple(REGISTRY)
 
