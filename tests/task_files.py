@@ -103,3 +103,16 @@ def tiny_model(cls, vocab_size, **extra):
                           num_attention_heads=2, intermediate_size=64, max_position_embeddings=128,
                           classifier_dropout_prob=0.0, **extra)
     return cls(config)
+
+
+def read_columns(path):
+    """conlleval's input back: [(words, gold tags, predicted tags)] per sentence."""
+    sentences, current = [], []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                current.append(line.split())
+            elif current:
+                sentences.append(tuple(list(col) for col in zip(*current)))
+                current = []
+    return sentences

@@ -16,7 +16,7 @@ from albert_min.tasks.base import DataError
 from albert_min.tasks.squad_task import null_odds_path
 from albert_min.training import make_optimizer, make_train_step
 from conftest import FIXTURES
-from task_files import RACE_FILES, tiny_model, write_conll, write_race, write_squad
+from task_files import RACE_FILES, read_columns, tiny_model, write_conll, write_race, write_squad
 from tokenizer import AlbertTokenizer
 
 
@@ -168,19 +168,6 @@ def test_race_trains_predicts_scores_by_level_and_writes_letters_per_file(tmp_pa
 
 
 # ------------------------------------------------------------------- CoNLL
-def read_columns(path):
-    """conlleval's input back: [(words, gold tags, predicted tags)] per sentence."""
-    sentences, current = [], []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                current.append(line.split())
-            elif current:
-                sentences.append(tuple(list(col) for col in zip(*current)))
-                current = []
-    return sentences
-
-
 def test_conll_trains_predicts_scores_and_writes_the_conlleval_file(tmp_path, tok):
     from albert_min.config import AlbertConfig
     task = get_task("conll")
