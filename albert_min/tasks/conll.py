@@ -9,6 +9,8 @@ Each word is tokenized on its own (as a word after a space, so its first piece c
 have ``IGNORE`` and stay out of the loss. At prediction a word takes its first piece's tag.
 A word that falls beyond ``max_length`` or has no piece at all (only characters that
 preprocessing drops) is predicted ``O``; ``Features.dropped_words`` counts them.
+
+``ConllTask`` puts these on the task interface (``base.Task``) for train.py and evaluate.py.
 """
 
 import dataclasses

@@ -10,6 +10,8 @@ Encoding follows Google's ``run_race``: a question with a ``_`` blank has the op
 into the blank, any other is followed by " " and the option; per option one sequence
 ``[CLS] article [SEP] question+option [SEP]``, the question+option kept to its last
 ``max_qa_length`` pieces and the article truncated to fill the rest.
+
+``RaceTask`` puts these on the task interface (``base.Task``) for train.py and evaluate.py.
 """
 
 import dataclasses
