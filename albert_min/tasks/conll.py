@@ -238,7 +238,10 @@ class ConllTask(Task):
     # -------------------------------------------------------------- evaluation
     def predict(self, model, prepared, *, batch_size=64, use_jit=True, progress=False):
         """Per batch of sentences in file order: each sentence's word tags (its words' first
-        pieces' tags; "O" for a word cut by max_length)."""
+        pieces' tags; "O" for a word cut by max_length); readable again (``predicting.Replay``)."""
+        return predicting.Replay(self._batches(model, prepared, batch_size, use_jit, progress))
+
+    def _batches(self, model, prepared, batch_size, use_jit, progress):
         features, names = prepared.features["features"], prepared.features["label_names"]
         forward, pad_id = predicting.forward_fn(model, use_jit), prepared.features["tokenizer"].pad_token_id
         with predicting.progress_bar(len(prepared.examples), "sentence", progress) as bar:

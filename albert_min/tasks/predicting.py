@@ -59,3 +59,23 @@ def check_finite(array, where):
     if not np.isfinite(array).all():
         raise CheckpointError(f"the model gives non-finite outputs (NaN/Inf) on {where}; its weights or "
                               "config are broken")
+
+
+class Replay:
+    """``predict``'s outputs where they are small (RACE's logits, CoNLL's word tags): batches
+    are computed when first read and kept, so that ``score`` and ``write_predictions`` can
+    each read the outputs of one prediction pass."""
+
+    def __init__(self, batches):
+        self._source, self._seen = iter(batches), []
+
+    def __iter__(self):
+        position = 0
+        while True:
+            if position == len(self._seen):
+                item = next(self._source, self)   # self: the end of the source
+                if item is self:
+                    return
+                self._seen.append(item)
+            yield self._seen[position]
+            position += 1

@@ -229,7 +229,11 @@ class RaceTask(Task):
         return make_choice_loss_fn(model)
 
     def predict(self, model, prepared, *, batch_size=64, use_jit=True, progress=False):
-        """Per batch of questions in file order: the options' logits ``(B, 4)``."""
+        """Per batch of questions in file order: the options' logits ``(B, 4)``; readable again
+        (``predicting.Replay``), so one pass serves ``score`` and ``write_predictions``."""
+        return predicting.Replay(self._batches(model, prepared, batch_size, use_jit, progress))
+
+    def _batches(self, model, prepared, batch_size, use_jit, progress):
         forward, pad_id = predicting.forward_fn(model, use_jit), prepared.features.pad_token_id
         with predicting.progress_bar(len(prepared.examples), "question", progress) as bar:
             for chunk in predicting.chunks(prepared.examples, batch_size):
