@@ -134,6 +134,15 @@ def test_squad_reader_options_and_errors(tmp_path, tok):
         get_task("squad", doc_stride=40).prepare(get_task("squad").read(v1), tok, 64)
     with pytest.raises(DataError, match="max_answer_length must be an integer >= 1"):
         get_task("squad", max_answer_length=0)
+    with open(v1, encoding="utf-8") as f:
+        unanswered = json.load(f)
+    unanswered["data"][1]["paragraphs"][0]["qas"][1]["answers"] = []     # q5: a test file's question
+    with open(v1, "w", encoding="utf-8") as f:
+        json.dump(unanswered, f)
+    task = get_task("squad", **SQUAD_OPTIONS)
+    prepared = task.prepare(task.read(v1), tok, 32)
+    with pytest.raises(DataError, match=r"v1\.json: question q5 has no answer to score against"):
+        task.score(prepared, [])
     defaults = get_task("squad")
     assert (defaults.doc_stride, defaults.max_query_length, defaults.decoding.max_answer_length,
             defaults.default_max_length) == (128, 64, 30, 384)

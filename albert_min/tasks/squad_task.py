@@ -201,13 +201,14 @@ class SquadTask(Task):
         """The official script's numbers as fractions (EM and F1; for v2.0 also HasAns / NoAns
         and the best-threshold scores, with null_odds.json's odds as the no-answer
         probabilities), ``*_thresh`` as odds, counts as counts, plus ``examples``."""
-        answers = self.answers(prepared, outputs)
         gold = squad.gold_answers(prepared.examples.examples)
+        if not self.version_2 and not all(gold.values()):
+            qid = next(q for q, a in gold.items() if not a)
+            raise DataError(f"{prepared.examples.path}: question {qid} has no answer to score against "
+                            "(write its predictions without scoring)")
+        answers = self.answers(prepared, outputs)
         texts = {p.qid: p.text for p in answers}
         if not self.version_2:
-            if not all(gold.values()):
-                qid = next(q for q, a in gold.items() if not a)
-                raise DataError(f"{prepared.examples.path}: question {qid} has no answer to score against")
             m = squad_metric.evaluate_v1(gold, texts)
             return {"exact_match": m["exact_match"] / 100, "f1": m["f1"] / 100, "examples": m["total"]}
         m = squad_metric.evaluate_v2(gold, texts, {p.qid: p.null_odds for p in answers})
