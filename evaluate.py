@@ -86,11 +86,22 @@ def build_parser():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", help="model folder (config.json, model.ckpt, spiece.model) "
                                     "(default: none; lists the folders ready in weights/)")
-    from albert_min.glue import TASK_NAMES
+    from albert_min.tasks import TASK_NAMES
     p.add_argument("--data", default=os.path.join("..", "shared", "data", "sst2", "dev.tsv"),
                    help="a GLUE task's TSV in its official layout (default: %(default)s)")
-    p.add_argument("--task", choices=TASK_NAMES,
-                   help="the data's task (default: from its folder name, else cls: sentence<TAB>label)")
+    p.add_argument("--task", choices=[n for n in TASK_NAMES if n not in ("sop", "nsp", "mlm")],
+                   help="the data's task: a GLUE task, or squad / squad_v2 (a SQuAD .json), race (a RACE split or "
+                        "level folder), conll (a CoNLL-2003 file) (default: from a GLUE folder's name, else cls: "
+                        "sentence<TAB>label)")
+    squad = p.add_argument_group("SQuAD (--task squad / squad_v2)")
+    squad.add_argument("--doc-stride", type=num.positive_int, default=128,
+                       help="context pieces between the starts of two windows (default: %(default)s)")
+    squad.add_argument("--max-query-length", type=num.positive_int, default=64,
+                       help="question pieces kept (default: %(default)s)")
+    squad.add_argument("--max-answer-length", type=num.positive_int, default=30,
+                       help="longest answer in pieces (default: %(default)s)")
+    squad.add_argument("--null-score-diff-threshold", type=float, default=0.0,
+                       help="v2.0: answer 'no answer' when its score beats the best span's by more (default: %(default)s)")
     p.add_argument("--batch-size", type=num.positive_int, default=64,
                    help="examples per forward pass at lengths of 64 and more; shorter buckets take more "
                         "(default: %(default)s)")
@@ -187,7 +198,15 @@ def evaluate(args):
         from albert_min.safe_output import check_file_target
         check_file_target(args.output, predictions_kind(), args.force, protect=(args.data, args.model))
     from albert_min.tasks import get_task, infer_task
-    registered = get_task(args.task or infer_task(args.data))
+    name = args.task or infer_task(args.data)
+    if name in ("squad", "squad_v2", "race", "conll"):   # tasks that score and write their own predictions
+        options = {}
+        if name.startswith("squad"):
+            options = dict(doc_stride=args.doc_stride, max_query_length=args.max_query_length,
+                           max_answer_length=args.max_answer_length,
+                           null_score_diff_threshold=args.null_score_diff_threshold)
+        return evaluate_task(args, get_task(name, **options))
+    registered = get_task(name)
     task = registered.spec   # the GLUE layout, labels and metrics that this script reports
     if args.max_length is not None:
         check_max_length(args.max_length, args.model)
@@ -231,6 +250,48 @@ def evaluate(args):
         print(json.dumps({**metrics, "scale": "fraction"}, indent=2))
     else:
         print(format_report(metrics, args.model, args.data, metrics["examples_per_s"], task))
+    return metrics
+
+
+def evaluate_task(args, task):
+    """SQuAD, RACE and CoNLL-2003: the task reads, predicts (streaming), scores with its official
+    metric and writes its official prediction file (``albert_min/tasks/base.py``)."""
+    import time
+    import mindspore as ms
+    ms.set_device("CPU")
+    from albert_min.training import set_cpu_threads
+    set_cpu_threads()
+    from albert_min import modeling
+    from albert_min.checkpoint import training_max_length
+    from tokenizer import AlbertTokenizer
+    if args.max_length is not None:
+        check_max_length(args.max_length, args.model)
+    examples = task.read(args.data)
+    model = getattr(modeling, task.model_class).from_pretrained(args.model)
+    model.set_train(False)
+    task.check_model(model.config, examples, args.model)
+    tokenizer = AlbertTokenizer.from_pretrained(args.model)
+    max_length = min(args.max_length or training_max_length(args.model, task.default_max_length),
+                     model.config.max_position_embeddings)
+    start = time.perf_counter()
+    prepared = task.prepare(examples, tokenizer, max_length)
+    outputs = task.predict(model, prepared, batch_size=args.batch_size, use_jit=not args.no_jit,
+                           progress=not (args.quiet or args.json))
+    metrics = {"task": task.name, **task.score(prepared, outputs)}
+    metrics["seconds"] = time.perf_counter() - start
+    if args.output:
+        task.write_predictions(args.output, prepared, outputs)
+    if args.json:
+        print(json.dumps({**metrics, "scale": "fraction"}, indent=2))
+    else:
+        print(f"model: {args.model}\ndata:  {args.data}\ntask:  {task.name}\n")
+        for key, value in metrics.items():
+            if isinstance(value, float) and key != "seconds" and not key.endswith("_thresh"):
+                print(f"{key:<22} {100 * value:6.2f}")
+            elif key not in ("task",):
+                print(f"{key:<22} {value}")
+        if args.output:
+            print(f"\npredictions: {args.output}")
     return metrics
 
 

@@ -131,7 +131,10 @@ def check_text(text, where):
         raise PipelineError(f"{where}: empty text")
 
 
-def pipeline(model_dir, batch_size=64, max_length=None, use_jit=True):
-    """The classifier in ``model_dir`` (a folder with config.json, model.ckpt,
-    spiece.model) as a function; see :class:`TextClassificationPipeline`."""
-    return TextClassificationPipeline(model_dir, batch_size, max_length, use_jit)
+def pipeline(model_dir, batch_size=64, max_length=None, use_jit=True, **options):
+    """The model in ``model_dir`` (a folder with config.json, model.ckpt, spiece.model) as a
+    function: a classifier (see :class:`TextClassificationPipeline`), or a question-answering
+    or token-classification model (``albert_min.task_pipelines``; ``options`` for QA windows)."""
+    from .task_pipelines import task_pipeline
+    found = task_pipeline(model_dir, batch_size, max_length, use_jit, **options)
+    return found or TextClassificationPipeline(model_dir, batch_size, max_length, use_jit)

@@ -17,6 +17,9 @@ REGISTRY = {
     **{name: ("glue", "GlueTask", (name,)) for name in
        ("cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli", "cls")},
     **{name: ("pretraining", "PretrainingTask", (name,)) for name in ("sop", "nsp", "mlm")},
+    **{name: ("squad_task", "SquadTask", (name,)) for name in ("squad", "squad_v2")},
+    "race": ("race", "RaceTask", ("race",)),
+    "conll": ("conll", "ConllTask", ("conll",)),
 }
 TASK_NAMES = tuple(REGISTRY)
 
@@ -31,10 +34,23 @@ def get_task(name: str, **options) -> Task:
 
 
 def infer_task(path: str) -> str:
-    """The task of a data file from its folder name (``glue/RTE/dev.tsv`` -> rte); ``cls``
-    (albert_min's generic sentence<TAB>label TSV) for any other folder."""
+    """The task of a data file: a SQuAD ``.json`` (optionally ``FILE.json:FIRST-LAST``) -> squad,
+    a folder holding RACE's ``middle/`` or ``high/`` (or one of them) -> race, a CoNLL-2003
+    ``eng.*`` file -> conll, a GLUE folder by its name (``glue/RTE/dev.tsv`` -> rte); ``cls``
+    (albert_min's generic sentence<TAB>label TSV) for anything else."""
+    import os
     from ..glue import infer_task as infer_glue_task
-    return infer_glue_task(path) if path else "cls"
+    if not path:
+        return "cls"
+    plain = path.rsplit(":", 1)[0] if ".json:" in path else path
+    if plain.endswith(".json"):
+        return "squad"
+    if os.path.isdir(path) and (os.path.basename(os.path.normpath(path)) in ("middle", "high")
+                                or any(os.path.isdir(os.path.join(path, level)) for level in ("middle", "high"))):
+        return "race"
+    if os.path.basename(path).startswith("eng."):
+        return "conll"
+    return infer_glue_task(path)
 
 
 __all__ = ["REGISTRY", "TASK_NAMES", "Prepared", "Task", "get_task", "infer_task"]

@@ -1,0 +1,233 @@
+"""SQuAD v1.1 (``--task squad``) and v2.0 (``--task squad_v2``) as a task: sliding windows
+through AlbertForQuestionAnswering, answers decoded per question as the windows stream out,
+the official metric and prediction files. The pieces themselves are ``squad`` (reader,
+windows), ``squad_decode`` (n-best decoding, files) and ``squad_metric`` (EM / F1).
+
+A dev set's windows are never all held: ``prepare`` keeps the recipe, every pass cuts the
+windows again, and ``predict`` hands out one batch of windows' logits at a time. Only the
+training windows are kept, as compact token-id arrays with their labels.
+"""
+
+import dataclasses
+import os
+import random
+import re
+
+import numpy as np
+
+from ..data import DataError, pad_with_types
+from . import predicting, squad, squad_decode, squad_metric
+from .base import Prepared, Task, finite_or_worst, shuffled_batches
+from .files import write_json
+
+ARTICLE_RANGE = re.compile(r"^(?P<path>.+):(?P<first>\d+)-(?P<last>\d+)$")
+
+
+def article_range(path):
+    """``"dev-v1.1.json:1-24"`` -> ``("dev-v1.1.json", (1, 24))``: that file's articles 1 to 24
+    (the non-standard split of dev-v1.1 that shows training learns, see ``squad.read_squad``).
+    A path without the suffix, or one that exists as written, -> ``(path, None)``."""
+    match = ARTICLE_RANGE.match(path)
+    if match is None or os.path.exists(path):
+        return path, None
+    return match["path"], (int(match["first"]), int(match["last"]))
+
+
+@dataclasses.dataclass
+class SquadFile:
+    """``SquadTask.read``'s examples: a file's questions in file order."""
+    path: str
+    examples: list          # squad.SquadExample
+
+    def __len__(self):
+        return len(self.examples)
+
+
+class Windows:
+    """``Prepared.features`` of SQuAD: every question's windows, cut again on each pass."""
+
+    def __init__(self, examples, tokenizer, config: squad.WindowConfig):
+        self.examples, self.tokenizer, self.config = examples, tokenizer, config
+        self.count = None            # windows in a pass, known once one pass has run
+        self._training = None
+
+    def __iter__(self):
+        n = 0
+        for feature in squad.iter_features(self.tokenizer, self.examples, self.config, with_labels=True):
+            n += 1
+            yield feature
+        self.count = n
+
+    def training(self):
+        """(token ids per window as int32 arrays, first context position, start and end labels),
+        made on the first call and kept: what training batches need, without offsets."""
+        if self._training is None:
+            ids, context, starts, ends = [], [], [], []
+            for f in self:
+                ids.append(np.asarray(f.input_ids, np.int32))
+                context.append(f.context_start)
+                starts.append(f.start_position)
+                ends.append(f.end_position)
+            self._training = (ids, np.array(context), np.array(starts, np.int32), np.array(ends, np.int32))
+        return self._training
+
+
+class Outputs:
+    """``SquadTask.predict``'s outputs: one pass of batches ``[(window, start_logits, end_logits)]``.
+    The answers decoded from them are kept here, so ``score`` and ``write_predictions`` share
+    one pass; reading the windows a second time is an error rather than an empty result."""
+
+    def __init__(self, batches):
+        self._batches, self._read, self.answers = batches, False, None
+
+    def __iter__(self):
+        if self._read:
+            raise RuntimeError("SQuAD prediction outputs stream once; call predict again to read them again")
+        self._read = True
+        return self._batches
+
+
+class SquadTask(Task):
+    """``name``: squad (v1.1: every question has an answer) or squad_v2 (v2.0: "no answer" allowed).
+
+    Options (train.py / evaluate.py flags): ``doc_stride`` (128) pieces from one window's start
+    to the next; ``max_query_length`` (64) question pieces kept; ``max_answer_length`` (30)
+    pieces in an answer; ``n_best`` (20) start and end candidates per window;
+    ``null_score_diff_threshold`` (0.0, v2.0) answer "" when the null score beats the best
+    span by more. The window length is the ``max_length`` given to ``prepare`` (384 by default).
+    """
+    model_class = "AlbertForQuestionAnswering"
+    head_prefixes = ("qa_outputs.",)
+    default_max_length = 384
+
+    def __init__(self, name="squad", doc_stride=128, max_query_length=64, max_answer_length=30,
+                 null_score_diff_threshold=0.0, n_best=20):
+        if name not in ("squad", "squad_v2"):
+            raise DataError(f"unknown SQuAD task {name!r}; choose squad (v1.1) or squad_v2 (v2.0)")
+        for option, value in (("doc_stride", doc_stride), ("max_query_length", max_query_length),
+                              ("max_answer_length", max_answer_length), ("n_best", n_best)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise DataError(f"{option} must be an integer >= 1, got {value!r}")
+        if not isinstance(null_score_diff_threshold, (int, float)) or not np.isfinite(null_score_diff_threshold):
+            raise DataError(f"null_score_diff_threshold must be a finite number, got {null_score_diff_threshold!r}")
+        self.name, self.version_2 = name, name == "squad_v2"
+        self.doc_stride, self.max_query_length = doc_stride, max_query_length
+        self.decoding = squad_decode.DecodeConfig(n_best, max_answer_length, float(null_score_diff_threshold),
+                                                  self.version_2)
+
+    # ------------------------------------------------------------------ files
+    def read(self, path):
+        """A SQuAD JSON file; ``FILE.json:FIRST-LAST`` keeps articles FIRST..LAST (from 1)."""
+        path, articles = article_range(path)
+        examples, is_v2 = squad.read_squad(path, articles)
+        if is_v2 and not self.version_2:
+            raise DataError(f"{path}: a SQuAD v2.0 file (version 2.x or questions marked is_impossible); "
+                            "use --task squad_v2")
+        return SquadFile(path, examples)
+
+    def tokenizer_text(self, data):
+        contexts = list(dict.fromkeys(e.context for e in data.examples))
+        return contexts + [e.question for e in data.examples]
+
+    def write_predictions(self, path, prepared, outputs):
+        """predictions.json ``{id: answer}`` at ``path``; for v2.0 also ``null_odds.json``
+        ``{id: null score - best span score}`` beside it (``null_odds_path``)."""
+        answers = self.answers(prepared, outputs)
+        write_json(path, {p.qid: p.text for p in answers})
+        if self.version_2:
+            write_json(null_odds_path(path), {p.qid: p.null_odds for p in answers})
+
+    # ----------------------------------------------------------------- features
+    def window_config(self, max_length):
+        """The windows at ``max_length``; a stride longer than the shortest window (the one
+        beside a question of ``max_query_length`` pieces) would skip context: an error."""
+        window = max_length - self.max_query_length - 3
+        if window < 1 or self.doc_stride > window:
+            raise DataError(f"doc_stride {self.doc_stride} is longer than the window: max_length {max_length} - "
+                            f"max_query_length {self.max_query_length} - 3 = {window} context pieces "
+                            "(a longer stride skips context); lower doc_stride or max_query_length")
+        return squad.WindowConfig(max_length, self.doc_stride, self.max_query_length)
+
+    def prepare(self, data, tokenizer, max_length):
+        return Prepared(data, Windows(data.examples, tokenizer, self.window_config(max_length)), max_length)
+
+    # --------------------------------------------------------------- training
+    def steps_per_epoch(self, train, batch_size, seed, parallel):
+        return parallel.steps(len(train.features.training()[0]), batch_size)   # batches are of windows
+
+    def train_batches(self, train, epoch, batch_size, seed, parallel):
+        """Shuffled batches of windows: (input_ids, token_type_ids, attention_mask, start, end)."""
+        ids, context, starts, ends = train.features.training()
+        pad_id = train.features.tokenizer.pad_token_id
+        for idx in shuffled_batches([len(r) for r in ids], batch_size, random.Random(seed + epoch), parallel):
+            types = [[0] * context[i] + [1] * (len(ids[i]) - context[i]) for i in idx]
+            yield (*pad_with_types([ids[i] for i in idx], types, pad_id), starts[idx], ends[idx])
+
+    def loss_fn(self, model):
+        from .losses import make_qa_loss_fn
+        return make_qa_loss_fn(model)
+
+    # -------------------------------------------------------------- evaluation
+    def predict(self, model, prepared, *, batch_size=64, use_jit=True, progress=False):
+        """An ``Outputs``: batches of ``batch_size`` windows in file order, each window with its
+        start and end logits (cut to its length); a progress bar in windows/s."""
+        return Outputs(self._scored_windows(model, prepared, batch_size, use_jit, progress))
+
+    def _scored_windows(self, model, prepared, batch_size, use_jit, progress):
+        forward, windows = predicting.forward_fn(model, use_jit), prepared.features
+        pad_id = windows.tokenizer.pad_token_id
+        with predicting.progress_bar(windows.count, "window", progress) as bar:
+            for chunk in predicting.chunks(windows, batch_size):
+                arrays = predicting.padded([f.input_ids for f in chunk], [f.token_type_ids for f in chunk], pad_id,
+                                           prepared.max_length, batch_size, use_jit)
+                starts, ends = predicting.run(forward, arrays)                      # (B, S) each
+                predicting.check_finite(starts[:len(chunk)], prepared.examples.path)
+                predicting.check_finite(ends[:len(chunk)], prepared.examples.path)
+                yield [(f, starts[i, :len(f.input_ids)], ends[i, :len(f.input_ids)]) for i, f in enumerate(chunk)]
+                bar.update(len(chunk))
+
+    def answers(self, prepared, outputs):
+        """One ``squad_decode.Prediction`` per question, in file order, decoded as the windows
+        stream in (kept on an ``Outputs`` for the next caller); ``outputs`` may also be a list."""
+        if getattr(outputs, "answers", None) is not None:
+            return outputs.answers
+        scored = (window for batch in outputs for window in batch)
+        answers = list(squad_decode.decode_stream(prepared.examples.examples, scored, self.decoding))
+        if isinstance(outputs, Outputs):
+            outputs.answers = answers
+        return answers
+
+    def score(self, prepared, outputs):
+        """The official script's numbers as fractions (EM and F1; for v2.0 also HasAns / NoAns
+        and the best-threshold scores, with null_odds.json's odds as the no-answer
+        probabilities), ``*_thresh`` as odds, counts as counts, plus ``examples``."""
+        gold = squad.gold_answers(prepared.examples.examples)
+        if not self.version_2 and not all(gold.values()):
+            qid = next(q for q, a in gold.items() if not a)
+            raise DataError(f"{prepared.examples.path}: question {qid} has no answer to score against "
+                            "(write its predictions without scoring)")
+        answers = self.answers(prepared, outputs)
+        texts = {p.qid: p.text for p in answers}
+        if not self.version_2:
+            m = squad_metric.evaluate_v1(gold, texts)
+            return {"exact_match": m["exact_match"] / 100, "f1": m["f1"] / 100, "examples": m["total"]}
+        m = squad_metric.evaluate_v2(gold, texts, {p.qid: p.null_odds for p in answers})
+        metrics = {k: v / 100 if is_percentage(k) else v for k, v in m.items()}
+        return {**metrics, "examples": m["total"]}
+
+    def selection_score(self, metrics):
+        return finite_or_worst(metrics.get("dev_f1"))
+
+
+def is_percentage(key):
+    """Which of evaluate_v2's keys are percentages (the others: counts and thresholds)."""
+    return ("exact" in key or "f1" in key) and not key.endswith(("_thresh", "_total"))
+
+
+def null_odds_path(predictions_path):
+    """Where v2.0's null odds go: ``null_odds.json`` beside ``predictions.json`` (the official
+    names), else ``NAME.null_odds.json`` beside ``NAME.json``."""
+    folder, name = os.path.split(predictions_path)
+    if name == "predictions.json":
+        return os.path.join(folder, "null_odds.json")
+    return os.path.join(folder, os.path.splitext(name)[0] + ".null_odds.json")
