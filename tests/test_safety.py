@@ -405,7 +405,7 @@ def test_train_data_errors_are_one_line(tmp_path):
     bad.write_text("sentence\tlabel\ngood\t1\nno label here\n")
     with pytest.raises(SystemExit, match=f"^error: {bad}:3: expected 2 tab-separated fields"):
         train.main(["--train", str(bad), "--output", str(tmp_path / "o"), *TINY_MODEL])
-    assert sorted(os.listdir(tmp_path)) == [".o.lock", "bad.tsv"]   # the output's lock file stays (safe_output)
+    assert sorted(os.listdir(tmp_path)) == ["bad.tsv"]   # nothing left, the lock file included (released)
 
 
 def test_evaluate_checks_its_output_before_the_work(model_dir, tmp_path, monkeypatch):
@@ -444,7 +444,7 @@ def test_train_on_a_full_disk_leaves_nothing_half_written(tmp_path, monkeypatch)
     output = str(tmp_path / "out")
     with pytest.raises(SystemExit, match=r"^error: .*model.ckpt: No space left on device$"):
         train.main(["--train", tsv, "--output", output, "--epochs", "1", "--batch-size", "16", *TINY_MODEL])
-    assert sorted(os.listdir(tmp_path)) == [".out.lock", "train.tsv"]   # the output's lock file stays (safe_output)
+    assert sorted(os.listdir(tmp_path)) == ["train.tsv"]   # nothing left, the lock file included (released)
 
 
 def test_dropout_masks_are_a_function_of_seed_and_step():
