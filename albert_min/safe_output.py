@@ -396,16 +396,28 @@ def atomic_file(path, kind, force=False, protect=(), suffix=""):
     with output_lock(path):
         check_file_target(path, kind, force, protect)
         _remove_dead_temp_files(path)
-        parent = os.path.dirname(path)
-        fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(path, "tmp", ascii_only=True) + f"{os.getpid()}-",
-                                   suffix=suffix, dir=parent)
-        os.close(fd)
-        try:
+        with replace_file(path, suffix) as tmp:
             yield tmp
-            _finish_written(tmp)
-            os.replace(tmp, path)
-            _fsync_folder(parent)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(tmp)
-            raise
+
+
+@contextlib.contextmanager
+def replace_file(path, suffix=""):
+    """Yield a fresh temporary path beside ``path`` (``.NAME.tmp-PID-*SUFFIX``, a name no user file
+    has); when the block ends without error, the file written there replaces ``path`` (fsync, the
+    user's umask, ``os.replace``); on an exception it is removed and ``path`` is untouched. No
+    checks and no lock: ``atomic_file`` adds them; callers that already hold a checked, locked
+    output (a task's prediction files) use this directly."""
+    path = os.path.abspath(path)
+    parent = os.path.dirname(path)
+    fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(path, "tmp", ascii_only=True) + f"{os.getpid()}-",
+                               suffix=suffix, dir=parent)
+    os.close(fd)
+    try:
+        yield tmp
+        _finish_written(tmp)
+        os.replace(tmp, path)
+        _fsync_folder(parent)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(tmp)
+        raise

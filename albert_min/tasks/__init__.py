@@ -40,10 +40,10 @@ def infer_task(path: str) -> str:
     (albert_min's generic sentence<TAB>label TSV) for anything else."""
     import os
     from ..glue import infer_task as infer_glue_task
+    from .squad_task import article_range
     if not path:
         return "cls"
-    plain = path.rsplit(":", 1)[0] if ".json:" in path else path
-    if plain.endswith(".json"):
+    if article_range(path)[0].endswith(".json"):
         return "squad"
     if os.path.isdir(path) and (os.path.basename(os.path.normpath(path)) in ("middle", "high")
                                 or any(os.path.isdir(os.path.join(path, level)) for level in ("middle", "high"))):

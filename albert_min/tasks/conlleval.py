@@ -154,7 +154,7 @@ def format_report(report):
 def write_columns(path, sentences):
     """The ``word gold predicted`` file conlleval reads: one token a line, a blank line after
     each sentence. ``sentences``: iterable of (words, gold tags, predicted tags). Written whole
-    to ``path + ".tmp"`` and renamed, so a reader never sees half a file."""
+    to a temporary file beside it and renamed (``files.write_text``), so a reader never sees half a file."""
     lines = []
     for words, gold_tags, pred_tags in sentences:
         for word, gold, pred in zip(words, gold_tags, pred_tags, strict=True):

@@ -2,9 +2,9 @@
 writing goes to a temporary file renamed over the target, so no reader sees half a file."""
 
 import json
-import os
 
 from ..data import DataError
+from ..safe_output import replace_file
 
 
 def read_json(path):
@@ -19,11 +19,10 @@ def read_json(path):
 
 
 def write_text(path, text):
-    """Write ``text`` to ``path`` atomically."""
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
+    """Write ``text`` to ``path`` atomically (``safe_output.replace_file``: a temporary file of
+    its own beside it, never a name a user's file may have, renamed over the target)."""
+    with replace_file(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
         f.write(text)
-    os.replace(tmp, path)
 
 
 def write_json(path, obj):
