@@ -201,6 +201,10 @@ def evaluate(args):
     name = args.task or infer_task(args.data)
     if name in ("squad", "squad_v2", "race", "conll"):   # tasks that score and write their own predictions
         options = {}
+        if name == "squad_v2" and args.output:   # its second file, null_odds.json, is checked as the first
+            from albert_min.tasks.squad_task import null_odds_path
+            check_file_target(null_odds_path(args.output), predictions_kind(), args.force,
+                              protect=(args.data, args.model))
         if name.startswith("squad"):
             options = dict(doc_stride=args.doc_stride, max_query_length=args.max_query_length,
                            max_answer_length=args.max_answer_length,

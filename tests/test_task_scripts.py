@@ -36,3 +36,20 @@ def test_squad_trains_and_evaluates_end_to_end(tmp_path):
     assert len(written) == 407 and all(isinstance(v, str) for v in written.values())
     again = run("evaluate.py", "--model", out, "--data", SQUAD + ":25-25", "--output", preds, "--quiet")
     assert again.returncode != 0 and again.stderr.strip().startswith("error: ") and "already exists" in again.stderr
+
+
+def test_squad_v2_never_replaces_a_users_null_odds_file(tmp_path):
+    """v2.0 writes null_odds.json beside predictions.json: an existing one is refused before any work."""
+    model = tmp_path / "m"
+    model.mkdir()
+    for name in ("config.json", "model.ckpt", "spiece.model"):
+        os.link(os.path.join(ROOT, "weights", "sst2-small", name), model / name)
+    (tmp_path / "null_odds.json").write_text("user")
+    data = tmp_path / "dev.json"
+    data.write_text('{"version": "v2.0", "data": []}')
+    done = run("evaluate.py", "--task", "squad_v2", "--model", str(model), "--data", str(data),
+               "--output", str(tmp_path / "predictions.json"), "--quiet")
+    assert done.returncode == 1 and done.stderr.strip().splitlines() == [
+        f"error: {tmp_path / 'null_odds.json'} already exists (--force replaces only a predictions file evaluate.py wrote)"]
+    assert (tmp_path / "null_odds.json").read_text() == "user"
+    assert not (tmp_path / "predictions.json").exists()
