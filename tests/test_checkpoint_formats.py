@@ -168,3 +168,11 @@ def test_train_py_format_safetensors_end_to_end_and_resume_keeps_it(tmp_path, ca
     assert SAFETENSORS_FILE in os.listdir(out) and "model.ckpt" not in os.listdir(out)
     assert json.load(open(os.path.join(out, "train_metrics.json")))["step"] == 8
     read_checkpoint(os.path.join(out, SAFETENSORS_FILE))   # the re-saved folder's sha256 was recorded anew
+
+
+@pytest.mark.parametrize("fixture, head", [("tiny_qa", "qa"), ("tiny_token_cls", "token")])
+def test_pipeline_picks_the_head_from_a_safetensors_folder_too(fixture, head, tmp_path):
+    from albert_min.task_pipelines import model_head
+    dst = str(tmp_path / "m")
+    cv.convert(os.path.join(FIXTURES, fixture), dst, weights_format="safetensors")
+    assert model_head(dst) == head
