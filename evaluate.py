@@ -37,11 +37,12 @@ def how_to_get_a_model(weights=WEIGHTS):
     (with the dev accuracy training recorded), then how to train or convert one, into a
     folder that does not exist yet (train.py refuses to replace one without --force)."""
     lines = ["error: no model given (--model DIR).",
-             "A model folder holds config.json, model.ckpt and spiece.model."]
+             "A model folder holds config.json, model.ckpt (or model.safetensors) and spiece.model."]
     ready = []
     for name in sorted(os.listdir(weights)) if os.path.isdir(weights) else []:
         folder = os.path.join(weights, name)
-        record = training_record(folder) if os.path.isfile(os.path.join(folder, "model.ckpt")) else {}
+        has_weights = any(os.path.isfile(os.path.join(folder, n)) for n in ("model.ckpt", "model.safetensors"))
+        record = training_record(folder) if has_weights else {}
         if isinstance(record.get("dev_accuracy"), float):   # a classifier train.py kept by its dev score
             task = f" on {record['task']}" if isinstance(record.get("task"), str) else ""
             ready.append((f"python evaluate.py --model {os.path.relpath(folder)}",
@@ -84,7 +85,7 @@ def parse_args(argv=None):
 
 def build_parser():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", help="model folder (config.json, model.ckpt, spiece.model) "
+    p.add_argument("--model", help="model folder (config.json, model.ckpt or model.safetensors, spiece.model) "
                                     "(default: none; lists the folders ready in weights/)")
     from albert_min.tasks import TASK_NAMES
     p.add_argument("--data", default=os.path.join("..", "shared", "data", "sst2", "dev.tsv"),

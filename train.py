@@ -41,7 +41,7 @@ from albert_min import arguments as num  # noqa: E402
 from albert_min.errors import AlbertMinError  # noqa: E402
 from albert_min.run_config import ResumeError, RunConfig, flag_name, from_flat  # noqa: E402
 from albert_min.tasks import REGISTRY, TASK_NAMES, get_task, infer_task  # noqa: E402
-from albert_min.training_config import OPTIMIZERS, TrainingConfig  # noqa: E402
+from albert_min.training_config import OPTIMIZERS, WEIGHTS_FORMATS, TrainingConfig  # noqa: E402
 
 SIZE_FLAGS = ("embedding_size", "hidden_size", "layers", "heads", "intermediate_size", "sharing")
 PRETRAINING = tuple(name for name, (module, _, _) in REGISTRY.items() if module == "pretraining")
@@ -71,7 +71,8 @@ def build_parser(parser_class=argparse.ArgumentParser):
                    help="more text (lines, or a TSV's sentence column) to train a new tokenizer on, e.g. "
                         "SST-2 train so fine-tuning meets few unknown pieces (never dev text)")
     p.add_argument("--output", required=True, help="model folder to write, e.g. weights/sst2-small")
-    p.add_argument("--init", help="start from this model folder (config.json, model.ckpt, spiece.model)")
+    p.add_argument("--init", help="start from this model folder (config.json, model.ckpt or model.safetensors, "
+                                  "spiece.model)")
     p.add_argument("--config", help="config.json for a model trained from scratch (else the size flags below)")
     p.add_argument("--tokenizer", help="spiece.model to use; default: from --init, else trained on the training text")
     p.add_argument("--vocab-size", type=num.int_at_least(8), default=run.vocab_size,
@@ -120,6 +121,9 @@ def build_parser(parser_class=argparse.ArgumentParser):
                    help="continue the run saved in <output>.state with its own settings and tokenizer; only "
                         "--epochs, --max-steps, --max-minutes (this process's budget; not carried over) and "
                         "--quiet may be given anew")
+    p.add_argument("--format", choices=WEIGHTS_FORMATS, default=cfg.format,
+                   help="the weights file of --output: model.ckpt, or MindSpore's model.safetensors (its sha256 "
+                        "is recorded and checked on load); the training state is .ckpt either way")
     p.add_argument("--force", action="store_true", help="overwrite an existing --output")
     p.add_argument("--no-jit", dest="use_jit", action="store_false",
                    help="run in PyNative mode instead of a compiled graph")

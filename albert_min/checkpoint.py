@@ -1,9 +1,20 @@
-"""The model folder format: ``config.json`` + ``model.ckpt`` (+ ``spiece.model``).
+"""The model folder format: ``config.json`` + weights (+ ``spiece.model``).
 
-Parameter names in ``model.ckpt`` are Hugging Face's full names
-(``albert.encoder...``, ``predictions.*``, ``sop_classifier.*``, ``classifier.*``)
-whatever class wrote them, so one folder can be loaded by every model class:
-``AlbertModel`` takes the ``albert.*`` part, the heads take theirs.
+The weights are one file, in one of MindSpore's two checkpoint formats (``FORMATS``):
+``model.ckpt`` (the default; protobuf, with a CRC32 that ``load_checkpoint`` checks) or
+``model.safetensors`` (``save_checkpoint(format="safetensors")``: what MindSpore's
+``load_checkpoint(format="safetensors")``, ``ckpt_to_safetensors`` and MindFormers read).
+A folder holding both is refused: which one is the model would be a guess.
+
+safetensors has no checksum of the file itself, so albert_min records the sha256 of the
+``model.safetensors`` it writes in the folder's manifest (``safe_output``) and checks it on
+every load: a flipped byte is a ``CheckpointError`` naming the file. A ``model.safetensors``
+albert_min did not write (no sha256 recorded, e.g. one saved by MindSpore itself) still loads,
+with a note saying so once; its MindSpore CRC, when it has one, is checked instead.
+
+Parameter names are Hugging Face's full names (``albert.encoder...``, ``predictions.*``,
+``sop_classifier.*``, ``classifier.*``) whatever class wrote them, so one folder can be
+loaded by every model class: ``AlbertModel`` takes the ``albert.*`` part, the heads take theirs.
 
 Folders are written atomically through ``safe_output.atomic_directory``: an
 interrupted save or conversion never leaves a half-written model behind.
@@ -12,14 +23,18 @@ interrupted save or conversion never leaves a half-written model behind.
 import logging
 import os
 import shutil
+import sys
 
 import numpy as np
 import mindspore as ms
 from .errors import AlbertMinError
 from .json_files import Field, read_json
-from .safe_output import atomic_directory
+from .safe_output import MANIFEST_FILE, atomic_directory, recorded_sha256, sha256_of
 
 CHECKPOINT_FILE = "model.ckpt"
+SAFETENSORS_FILE = "model.safetensors"
+WEIGHTS_FILES = {"ckpt": CHECKPOINT_FILE, "safetensors": SAFETENSORS_FILE}   # format -> the folder's weights file
+FORMATS = tuple(WEIGHTS_FILES)
 CONFIG_FILE = "config.json"
 SPIECE_FILE = "spiece.model"
 TRAIN_METRICS_FILE = "train_metrics.json"   # the metrics of the saved model (train.py's log record)
@@ -28,6 +43,7 @@ BACKBONE_PREFIX = "albert."
 # The parts a checkpoint may lack (a published checkpoint holds only the heads it was trained with).
 MODEL_PARTS = {"predictions.": "MLM head", "sop_classifier.": "SOP head", "classifier.": "classifier head",
                "qa_outputs.": "question-answering head", "albert.pooler.": "pooler"}
+_NOTED_UNRECORDED = set()   # model.safetensors files already noted as having no recorded sha256
 
 
 class CheckpointError(AlbertMinError):
@@ -41,11 +57,30 @@ def full_name(model, name):
     return getattr(model, "checkpoint_prefix", "") + name
 
 
+def checkpoint_format(path) -> str:
+    """"safetensors" for a ``*.safetensors`` file, else "ckpt" (MindSpore's own test)."""
+    return "safetensors" if path.endswith(".safetensors") else "ckpt"
+
+
+def weights_file(directory) -> str:
+    """The path of the folder's one weights file, ``model.ckpt`` or ``model.safetensors``."""
+    found = [os.path.join(directory, n) for n in WEIGHTS_FILES.values() if os.path.isfile(os.path.join(directory, n))]
+    if len(found) > 1:
+        raise CheckpointError(f"{found[0]} and {found[1]}: a model folder holds one weights file, and this one holds "
+                              "both; remove the one that is not the model")
+    if not found:
+        raise FileNotFoundError(f"checkpoint not found: {os.path.join(directory, CHECKPOINT_FILE)} "
+                                f"(nor {SAFETENSORS_FILE})")
+    return found[0]
+
+
 def write_checkpoint(arrays: dict, path: str):
-    """Write ``{name: np.ndarray}`` as a MindSpore ``.ckpt``."""
+    """Write ``{name: np.ndarray}`` as a MindSpore checkpoint, in the format ``path``'s extension names."""
     # Tensor.from_numpy shares the arrays' memory (ms.Tensor would copy each one: one more model-sized copy).
+    # crc_check: .ckpt gets a CRC32 per file; .safetensors a "crc_num" in its metadata, which MindSpore's
+    # load_checkpoint(crc_check=True) checks (albert_min checks the sha256 save_model_dir records instead).
     ms.save_checkpoint([{"name": k, "data": ms.Tensor.from_numpy(np.ascontiguousarray(v))} for k, v in arrays.items()],
-                       path, crc_check=True)   # a CRC32 per file: load_checkpoint(crc_check=True) catches flipped bytes
+                       path, crc_check=True, format=checkpoint_format(path))
 
 
 def model_arrays(model) -> dict:
@@ -53,11 +88,18 @@ def model_arrays(model) -> dict:
     return {full_name(model, p.name): p.asnumpy() for p in model.get_parameters()}
 
 
-def save_model_dir(model, directory, spiece_model=None, overwrite=False, extra_files=None, protect=()):
-    """Save config + weights (+ tokenizer model) into ``directory`` atomically."""
-    with atomic_directory(directory, overwrite=overwrite, protect=protect) as tmp:
-        model.config.to_json_file(os.path.join(tmp, CONFIG_FILE))
-        write_checkpoint(model_arrays(model), os.path.join(tmp, CHECKPOINT_FILE))
+def write_model_dir(config, arrays, directory, weights_format="ckpt", spiece_model=None, overwrite=False,
+                    extra_files=None, protect=()):
+    """Write ``config`` + ``{full name: array}`` (+ tokenizer model and ``extra_files``: {name: writer(path)})
+    into ``directory`` atomically; ``weights_format``: one of ``FORMATS``. A ``model.safetensors`` gets its
+    sha256 recorded in the folder's manifest."""
+    if weights_format not in FORMATS:
+        raise CheckpointError(f"weights format {weights_format!r} is not one of {', '.join(FORMATS)}")
+    weights = WEIGHTS_FILES[weights_format]
+    checksums = (weights,) if weights_format == "safetensors" else ()   # .ckpt carries its own CRC
+    with atomic_directory(directory, overwrite=overwrite, protect=protect, checksums=checksums) as tmp:
+        config.to_json_file(os.path.join(tmp, CONFIG_FILE))
+        write_checkpoint(arrays, os.path.join(tmp, weights))
         if spiece_model:
             shutil.copyfile(spiece_model, os.path.join(tmp, SPIECE_FILE))
         for name, writer in (extra_files or {}).items():
@@ -65,19 +107,56 @@ def save_model_dir(model, directory, spiece_model=None, overwrite=False, extra_f
     return directory
 
 
+def save_model_dir(model, directory, spiece_model=None, overwrite=False, extra_files=None, protect=(),
+                   weights_format="ckpt"):
+    """Save ``model``'s config + weights (+ tokenizer model) into ``directory`` atomically."""
+    return write_model_dir(model.config, model_arrays(model), directory, weights_format, spiece_model, overwrite,
+                           extra_files, protect)
+
+
+def _checked_against_manifest(path) -> bool:
+    """For a ``model.safetensors``: True if its folder's manifest recorded its sha256 and the file
+    still has it; False (after a note, once per file) if none was recorded; CheckpointError if
+    it differs."""
+    recorded = recorded_sha256(path)
+    if recorded is not None:
+        if sha256_of(path) != recorded:
+            raise CheckpointError(f"{path}: corrupted or replaced: its sha256 differs from the one albert_min "
+                                  f"recorded in {os.path.join(os.path.dirname(path), MANIFEST_FILE)} when it wrote "
+                                  "the folder")
+        return True
+    if os.path.realpath(path) not in _NOTED_UNRECORDED:
+        _NOTED_UNRECORDED.add(os.path.realpath(path))
+        from safetensors import safe_open
+        try:
+            with safe_open(path, framework="np") as f:
+                has_crc = "crc_num" in (f.metadata() or {})
+        except Exception:   # noqa: BLE001 - unreadable: load_checkpoint below says so
+            has_crc = False
+        print(f"note: {path}: no sha256 recorded for it (albert_min did not write it, or the folder lost its "
+              f"{MANIFEST_FILE}), so only "
+              + ("its MindSpore CRC is checked" if has_crc else
+                 "its structure is checked: it has no MindSpore CRC, and a changed byte in a tensor would go unseen"),
+              file=sys.stderr, flush=True)
+    return False
+
+
 def read_checkpoint(path) -> dict:
-    """``{name: np.ndarray}`` from a MindSpore ``.ckpt``, with a clear error if unreadable."""
+    """``{name: np.ndarray}`` from a MindSpore ``.ckpt`` or ``.safetensors``, with a clear error if
+    unreadable, corrupted (CRC, or the recorded sha256 of a ``.safetensors``) or not finite."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"checkpoint not found: {path}")
+    fmt = checkpoint_format(path)
+    # .ckpt: checked by its CRC (files written without one, before albert_min wrote one, still load);
+    # .safetensors: by the recorded sha256, else by MindSpore's CRC if the file has one.
+    crc_check = fmt == "ckpt" or not _checked_against_manifest(path)
     # MindSpore logs its own (misleading: "may not have permission") error line before raising.
     from mindspore import log as ms_log
     ms_logger = ms_log._get_logger()   # pylint: disable=protected-access
     level = ms_logger.level
     ms_logger.setLevel(logging.CRITICAL)
     try:
-        # Files written with a CRC (all since albert_min wrote them with one) are checked;
-        # older files without one still load.
-        params = ms.load_checkpoint(path, crc_check=True)
+        params = ms.load_checkpoint(path, crc_check=crc_check, format=fmt)
     except Exception:   # MindSpore raises ValueError/RuntimeError with long C++ traces
         raise CheckpointError(f"{path}: not a readable MindSpore checkpoint "
                               "(corrupted: failed its CRC check, or could not be parsed)") from None
@@ -126,8 +205,9 @@ def load_arrays(model, arrays: dict, source: str, allow_missing=()):
 
 
 def load_model_dir(model, directory, allow_missing=()):
-    load_arrays(model, read_checkpoint(os.path.join(directory, CHECKPOINT_FILE)),
-                os.path.join(directory, CHECKPOINT_FILE), allow_missing)
+    """Load the folder's weights (``model.ckpt`` or ``model.safetensors``) into ``model``."""
+    path = weights_file(directory)
+    load_arrays(model, read_checkpoint(path), path, allow_missing)
     return model
 
 

@@ -21,7 +21,6 @@ The readers need only numpy; mindspore is imported when models are built and sav
 import argparse
 import dataclasses
 import os
-import shutil
 import sys
 
 import numpy as np
@@ -32,6 +31,7 @@ from .formats import (ConversionError, find_weights, read_pytorch_bin, read_safe
                       read_tf_checkpoint, read_weights)
 from .formats.common import brief
 from .names import hf_name, is_tf_bookkeeping, map_names, tf_name  # noqa: F401  (hf_name, tf_name: API)
+from .training_config import WEIGHTS_FORMATS
 
 
 # ====================================================================== config
@@ -214,11 +214,13 @@ def check_tokenizer(path, config):
                               "not this checkpoint's tokenizer")
 
 
-def convert(src, dst, config_path=None, allow_missing_heads=False, force=False, tokenizer=None) -> dict:
+def convert(src, dst, config_path=None, allow_missing_heads=False, force=False, tokenizer=None,
+            weights_format="ckpt") -> dict:
     """Convert ``src`` (a checkpoint file, TF prefix or folder) into the model folder ``dst``.
 
     ``tokenizer``: a SentencePiece model to copy in as ``spiece.model`` (default:
     ``spiece.model`` / ``30k-clean.model`` next to the weights, if there is one).
+    ``weights_format``: ``ckpt`` (``model.ckpt``) or ``safetensors`` (MindSpore's ``model.safetensors``).
     Returns a report: source, format, dst, tensors, dropped, heads, classes, parameters.
     ``dst`` is locked for the whole conversion (``safe_output.output_lock``): a second
     conversion into it is refused at once, naming this process.
@@ -230,10 +232,10 @@ def convert(src, dst, config_path=None, allow_missing_heads=False, force=False, 
         raise ConversionError(f"{dst}: the output folder must not be the source folder")
     check_replaceable(dst, overwrite=force, protect=(src,))   # before the long reading
     with output_lock(dst):
-        return _convert(src, dst, config_path, allow_missing_heads, force, tokenizer)
+        return _convert(src, dst, config_path, allow_missing_heads, force, tokenizer, weights_format)
 
 
-def _convert(src, dst, config_path, allow_missing_heads, force, tokenizer):
+def _convert(src, dst, config_path, allow_missing_heads, force, tokenizer, weights_format):
     weights_path, fmt = find_weights(src)
     if os.path.abspath(dst) == os.path.dirname(os.path.abspath(weights_path)):
         raise ConversionError(f"{dst}: the output folder must not be the source folder")
@@ -270,17 +272,12 @@ def _convert(src, dst, config_path, allow_missing_heads, force, tokenizer):
     if spiece:
         check_tokenizer(spiece, config)
 
-    from .checkpoint import CHECKPOINT_FILE, CONFIG_FILE, SPIECE_FILE, write_checkpoint
-    from .safe_output import atomic_directory
+    from .checkpoint import write_model_dir
     # One tensor at a time (TF kernels are transposed views): never two copies of the model.
     arrays = {n: np.ascontiguousarray(mapped.pop(n), dtype=np.float32) for n in list(mapped)}
     source_dir = os.path.dirname(os.path.abspath(weights_path))
-    with atomic_directory(dst, overwrite=force, protect=(src, source_dir)) as tmp:
-        config.to_json_file(os.path.join(tmp, CONFIG_FILE))
-        write_checkpoint(arrays, os.path.join(tmp, CHECKPOINT_FILE))
-        if spiece:
-            shutil.copyfile(spiece, os.path.join(tmp, SPIECE_FILE))
-    return {"source": weights_path, "format": fmt, "config": config_path, "dst": dst,
+    write_model_dir(config, arrays, dst, weights_format, spiece, overwrite=force, protect=(src, source_dir))
+    return {"source": weights_path, "format": fmt, "config": config_path, "dst": dst, "weights_format": weights_format,
             "tensors": len(arrays), "dropped": dropped, "heads": heads, "pooler": has_pooler,
             "synthesised": synthesised, "classes": [c.__name__ for c in classes],
             "num_labels": config.num_labels if "classifier" in heads else None,
@@ -294,6 +291,7 @@ NO_TOKENIZER = ("none (no spiece.model / 30k-clean.model next to the weights): p
 
 
 def summary(report) -> str:
+    from .checkpoint import WEIGHTS_FILES
     c = report["model_config"]
     dropped = report["dropped"]
     lines = [
@@ -314,6 +312,9 @@ def summary(report) -> str:
         *(["  groups:     Google's loop -> group formula (config.json: group_mapping=\"google\")"]
           if c.group_mapping == "google" and c.num_hidden_groups > 1 else []),
         f"  parameters: {report['parameters']:,}",
+        f"  weights:    {WEIGHTS_FILES[report['weights_format']]}"
+        + (" (MindSpore safetensors; its sha256 is recorded in the folder's manifest)"
+           if report["weights_format"] == "safetensors" else ""),
         f"  tokenizer:  {report['spiece'] or NO_TOKENIZER}",
     ]
     return "\n".join(lines)
@@ -337,10 +338,14 @@ def main(argv=None):
     parser.add_argument("--classifier-class", choices=CLASSIFIER_CLASSES,
                         help="with --to hf: the transformers class of a classifier.* head (its tensors look the "
                              "same for all three; default AlbertForSequenceClassification)")
+    parser.add_argument("--format", choices=WEIGHTS_FORMATS, default="ckpt",
+                        help="the weights file DST gets: model.ckpt, or MindSpore's model.safetensors "
+                             "(save_checkpoint(format='safetensors'); its sha256 is recorded and checked on load)")
     parser.add_argument("--force", action="store_true", help="replace DST if it exists")
     args = parser.parse_args(argv)
     import_only = [f for f, v in (("--config", args.config), ("--tokenizer", args.tokenizer),
-                                  ("--allow-missing-heads", args.allow_missing_heads)) if v]
+                                  ("--allow-missing-heads", args.allow_missing_heads),
+                                  ("--format", args.format != "ckpt")) if v]
     if args.to == "hf" and import_only:
         parser.error(f"{', '.join(import_only)}: only when reading a public checkpoint, not with --to hf")
     if args.to != "hf" and args.classifier_class:
@@ -352,7 +357,8 @@ def main(argv=None):
             from .hf_export import export_hf, summary as export_summary
             print(export_summary(export_hf(args.src, args.dst, args.force, args.classifier_class)))
             return 0
-        report = convert(args.src, args.dst, args.config, args.allow_missing_heads, args.force, args.tokenizer)
+        report = convert(args.src, args.dst, args.config, args.allow_missing_heads, args.force, args.tokenizer,
+                         args.format)
     except OutputExistsError as err:
         print(f"error: {err.filename} already exists (pass --force to replace it)", file=sys.stderr)
         return 1

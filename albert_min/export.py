@@ -21,7 +21,7 @@ refuses a batch of 2 with an error naming --batch, not a Reshape error).
 
 The shared layer is stored once: the L loops are unrolled in the graph (a few
 kB of nodes each), but the parameters are graph inputs, stored one time each,
-so the file is about the size of model.ckpt. The file also records, as MindIR
+so the file is about the size of model.ckpt (or model.safetensors). The file also records, as MindIR
 ``user_info``, that albert_min wrote it, the config, the label names, the
 training max_length and the fixed input shape (``read_metadata``).
 
@@ -286,7 +286,7 @@ def make_inputs(model_dir, texts, text_pairs=None, mindir=None):
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(prog="python -m albert_min.export", description=__doc__.split("\n\n")[0])
-    p.add_argument("model_dir", help="model folder (config.json, model.ckpt)")
+    p.add_argument("model_dir", help="model folder (config.json, model.ckpt or model.safetensors)")
     p.add_argument("output", help="the .mindir file to write")
     p.add_argument("--backbone", action="store_true",
                    help="export AlbertModel (sequence and pooled output) instead of the classifier")
@@ -304,9 +304,11 @@ def main(argv=None):
         export_mindir(args.model_dir, args.output, args.backbone, args.batch, args.seq, args.force)
     except (AlbertMinError, OSError) as err:
         sys.exit(f"error: {err}")
-    checkpoint = os.path.join(args.model_dir, "model.ckpt")
+    from .checkpoint import weights_file
+    checkpoint = weights_file(args.model_dir)
     size = os.path.getsize(args.output)
-    print(f"wrote {args.output} ({size / 1e6:.2f} MB; model.ckpt {os.path.getsize(checkpoint) / 1e6:.2f} MB)")
+    print(f"wrote {args.output} ({size / 1e6:.2f} MB; {os.path.basename(checkpoint)} "
+          f"{os.path.getsize(checkpoint) / 1e6:.2f} MB)")
 
 
 if __name__ == "__main__":

@@ -84,7 +84,7 @@ def export_hf(model_dir, dst, force=False, classifier_class=None) -> dict:
     """
     import numpy as np
     from safetensors.numpy import save_file
-    from .checkpoint import CHECKPOINT_FILE, CONFIG_FILE, SPIECE_FILE, read_checkpoint
+    from .checkpoint import CONFIG_FILE, SPIECE_FILE, read_checkpoint, weights_file
     from .convert import CLASSIFIER_CLASSES, HEADS, model_classes
     from .safe_output import atomic_directory
     if os.path.exists(dst) and not force:
@@ -95,7 +95,7 @@ def export_hf(model_dir, dst, force=False, classifier_class=None) -> dict:
         raise ConversionError(f"classifier class {classifier_class!r} is not one of {CLASSIFIER_CLASSES}")
     config = load_config(os.path.join(model_dir, CONFIG_FILE))
     check_representable(config, os.path.join(model_dir, CONFIG_FILE))
-    arrays = read_checkpoint(os.path.join(model_dir, CHECKPOINT_FILE))
+    arrays = read_checkpoint(weights_file(model_dir))   # model.ckpt or MindSpore's model.safetensors
     heads = [h for h, prefix in HEADS.items() if any(n.startswith(prefix) for n in arrays)]
     architectures = [c.__name__ for c in model_classes(heads, [classifier_class] if classifier_class else [])]
     tensors = {n: np.ascontiguousarray(a, dtype=np.float32) for n, a in hf_tensors(arrays, architectures).items()}

@@ -301,7 +301,7 @@ def additive_attention_mask(attention_mask):
 
 
 class PreTrainedMixin:
-    """``from_pretrained(dir)``: build from ``config.json`` and load ``model.ckpt``."""
+    """``from_pretrained(dir)``: build from ``config.json`` and load ``model.ckpt`` (or ``model.safetensors``)."""
 
     @classmethod
     def from_pretrained(cls, model_dir, config: AlbertConfig = None, allow_missing=()):

@@ -132,7 +132,7 @@ def check_text(text, where):
 
 
 def pipeline(model_dir, batch_size=64, max_length=None, use_jit=True, **options):
-    """The model in ``model_dir`` (a folder with config.json, model.ckpt, spiece.model) as a
+    """The model in ``model_dir`` (a folder with config.json, model.ckpt or model.safetensors, spiece.model) as a
     function: a classifier (see :class:`TextClassificationPipeline`), or a question-answering
     or token-classification model (``albert_min.task_pipelines``; ``options`` for QA windows)."""
     from .task_pipelines import task_pipeline

@@ -54,8 +54,9 @@ class RunConfig:
     def input_files(self) -> list:
         """The files the run reads (a model folder: the files that make its model)."""
         files = [p for p in (self.train, self.dev, self.text, *self.tokenizer_text, self.config, self.tokenizer) if p]
-        if self.init:
-            files += [os.path.join(self.init, n) for n in ("config.json", "model.ckpt", "spiece.model")
+        if self.init:   # its weights are model.ckpt or model.safetensors (checkpoint.WEIGHTS_FILES)
+            files += [os.path.join(self.init, n) for n in ("config.json", "model.ckpt", "model.safetensors",
+                                                           "spiece.model")
                       if os.path.isfile(os.path.join(self.init, n))]
         return files
 

@@ -33,6 +33,10 @@ MindIR files):
    existing path on the way that is not a folder is an error naming it.
 6. **Written files get the user's umask** (0644 under umask 022), whatever mode
    the writer left (MindSpore's writers leave 0400).
+7. **Files without a checksum of their own get one.** ``atomic_directory(...,
+   checksums=NAMES)`` records the sha256 of those files in the manifest
+   (``"sha256": {name: hex}``); readers compare with ``recorded_sha256``
+   (a model folder's ``model.safetensors``, which has no CRC as ``.ckpt`` has).
 
 This module knows nothing of models: ``checkpoint`` (the model-folder format),
 ``training`` (the training state), ``export`` and the scripts build on it.
@@ -40,6 +44,7 @@ This module knows nothing of models: ``checkpoint`` (the model-folder format),
 
 import contextlib
 import dataclasses
+import hashlib
 import json
 import os
 import re
@@ -163,10 +168,29 @@ def _entries(directory):
     return sorted(files), sorted(folders), sorted(others)
 
 
-def _write_manifest(directory, kind, complete):
+def sha256_of(path) -> str:
+    """The hex sha256 of a file, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def recorded_sha256(path):
+    """The sha256 that the manifest of ``path``'s folder recorded for it (``atomic_directory``'s
+    ``checksums``), or None: no manifest, or the folder was written without one for this file."""
+    recorded = (read_manifest(os.path.dirname(os.path.abspath(path))) or {}).get("sha256")
+    value = recorded.get(os.path.basename(path)) if isinstance(recorded, dict) else None
+    return value if isinstance(value, str) else None
+
+
+def _write_manifest(directory, kind, complete, checksums=()):
     files, folders, _ = _entries(directory)
     manifest = {"written_by": "albert_min", "kind": kind, "complete": complete,
                 "files": [f for f in files if f != MANIFEST_FILE], "folders": folders}
+    if checksums:
+        manifest["sha256"] = {name: sha256_of(os.path.join(directory, name)) for name in checksums}
     with open(os.path.join(directory, MANIFEST_FILE), "w", encoding="utf-8") as f:
         json.dump(manifest, f, indent=1)
         f.write("\n")
@@ -282,14 +306,15 @@ def recover_directory(target):
 
 
 @contextlib.contextmanager
-def atomic_directory(target, overwrite=False, protect=(), kind=MODEL_KIND):
+def atomic_directory(target, overwrite=False, protect=(), kind=MODEL_KIND, checksums=()):
     """Yield a temporary folder; on success it replaces ``target`` (two renames), under ``output_lock``.
 
     Checks first that nothing but an albert_min folder would be replaced
     (``check_replaceable``; ``protect``: paths, e.g. the conversion source, that
     ``target`` must neither be nor contain). The finished folder gets the
     user's umask and a manifest (``MANIFEST_FILE``) listing its files, folders
-    and ``kind``. On an exception the temporary folder is removed and ``target``
+    and ``kind``, and the sha256 of the files named in ``checksums`` (relative paths the
+    block must write). On an exception the temporary folder is removed and ``target``
     is untouched; after a crash, ``recover_directory`` (run here first)
     completes or rolls back the swap.
     """
@@ -304,7 +329,7 @@ def atomic_directory(target, overwrite=False, protect=(), kind=MODEL_KIND):
             _write_manifest(tmp, kind, complete=False)   # ours from the start, so a crash leaves a folder we may clean
             yield tmp
             _finish_written(tmp)
-            _write_manifest(tmp, kind, complete=True)
+            _write_manifest(tmp, kind, complete=True, checksums=checksums)
             old = None
             if os.path.exists(target):
                 old = tempfile.mkdtemp(prefix=_temp_prefix(target, "old") + f"{os.getpid()}-", dir=parent)

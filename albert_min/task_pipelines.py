@@ -16,7 +16,7 @@ the text as given.
 
 import os
 
-from .checkpoint import CHECKPOINT_FILE, tokenizer_file, training_max_length
+from .checkpoint import checkpoint_format, tokenizer_file, training_max_length, weights_file
 from .pipelines import PipelineError, check_text
 
 HEAD_PREFIXES = ("qa_outputs.", "classifier.", "albert.pooler.")
@@ -28,7 +28,8 @@ def model_head(model_dir):
     whose own loading reports a folder it cannot read)."""
     import mindspore as ms
     try:
-        names = set(ms.load_checkpoint(os.path.join(model_dir, CHECKPOINT_FILE),
+        path = weights_file(model_dir)   # model.ckpt or model.safetensors (integrity: checked when loaded)
+        names = set(ms.load_checkpoint(path, format=checkpoint_format(path),
                                        choice_func=lambda name: name.startswith(HEAD_PREFIXES)))
     except Exception:   # noqa: BLE001 - MindSpore's C++ errors; from_pretrained names the problem
         return "sequence"

@@ -224,7 +224,8 @@ class Trainer:
         settings = {"task": self.task.name, "max_length": self.train.max_length}
         save_model_dir(self.model, self.config.output, spiece_model=self.tokenizer_file, overwrite=True,
                        protect=self.protect, extra_files={TRAIN_METRICS_FILE: lambda path: write_json(path, record),
-                                                          SETTINGS_FILE: lambda path: write_json(path, settings)})
+                                                          SETTINGS_FILE: lambda path: write_json(path, settings)},
+                       weights_format=self.config.format)
         print(f"saved {self.config.output} " + (f"(score {score:.4f})" if score is not None else
                                                 f"(no dev set: the last model, step {self.state['step']})"),
               flush=True)

@@ -12,6 +12,7 @@ from typing import Optional
 from .errors import AlbertMinError
 
 OPTIMIZERS = ("adamw", "lamb")
+WEIGHTS_FORMATS = ("ckpt", "safetensors")   # the model folder's model.ckpt or model.safetensors (checkpoint.FORMATS)
 # May differ on --resume: they extend (or shorten) the run's budget, or only change what is shown.
 EXTENDABLE = ("epochs", "max_steps", "max_minutes")
 PRESENTATION = ("quiet",)
@@ -39,6 +40,7 @@ class TrainingConfig:
     save_every: Optional[int] = None       # also save the resumable state every N steps
     seed: int = 42                         # batch order, dropout masks (and, in train.py, weights and tokenizer)
     use_jit: bool = True                   # compile the train step to a graph (False: PyNative)
+    format: str = "ckpt"                   # the model folder's weights: model.ckpt or MindSpore's model.safetensors
     quiet: bool = False                    # no progress bars
 
     def __post_init__(self):
@@ -76,6 +78,7 @@ class TrainingConfig:
         number("max_grad_norm", 0.0, low_open=True)
         number("max_minutes", 0.0, low_open=True, optional=True)
         need(self.optimizer in OPTIMIZERS, "optimizer", f"one of {', '.join(OPTIMIZERS)}")
+        need(self.format in WEIGHTS_FORMATS, "format", f"one of {', '.join(WEIGHTS_FORMATS)}")
         if self.batch_size % self.grad_accum:
             raise TrainingConfigError(f"batch_size {self.batch_size} must be a multiple of grad_accum "
                                       f"{self.grad_accum} (each step's batch is split into equal micro-batches)")

@@ -6,7 +6,6 @@ tokenizer it trained (so a resume never trains it again).
 count before anything is restored: a hand-edited state is one error naming the key.
 """
 
-import hashlib
 import json
 import os
 import shutil
@@ -15,10 +14,10 @@ import mindspore as ms
 
 from .checkpoint import CheckpointError, load_arrays, model_arrays, read_checkpoint, write_checkpoint
 from .json_files import Field, JSONFileError, check_fields, read_json
-from .safe_output import STATE_KIND, atomic_directory, recover_directory
+from .safe_output import STATE_KIND, atomic_directory, recover_directory, sha256_of
 
 STATE_FILE = "state.json"
-WEIGHTS_FILE = "model.ckpt"
+WEIGHTS_FILE = "model.ckpt"   # always .ckpt (CRC-checked), whatever --format the run's model folder has
 OPTIMIZER_FILE = "optimizer.ckpt"
 TOKENIZER_FILE = "spiece.model"   # the run's tokenizer, kept so that --resume does not train it again
 
@@ -36,11 +35,7 @@ RECORD_SCHEMA = {"step": Field(int, low=0, high=1 << 40)}
 
 def file_fingerprint(path) -> dict:
     """``{"size", "sha256"}`` of a file: what a resume compares to tell that an input changed."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return {"size": os.path.getsize(path), "sha256": digest.hexdigest()}
+    return {"size": os.path.getsize(path), "sha256": sha256_of(path)}
 
 
 def optimizer_state(model, optimizer) -> dict:

@@ -266,6 +266,18 @@ def cases():
         "CRCs and loaded unchecked (exit 0, accuracy 93.75) until it was re-saved with one")
     add("9b", "evaluate: a folder converted now (tiny_sst2_hf) with one flipped byte in model.ckpt",
         evaluate(fresh), names=[fresh + "/model.ckpt"])
+    # Issue 28: safetensors has no CRC; the sha256 the folder's manifest records catches the flipped byte.
+    st, both = p("9c", "m"), p("9d", "m")
+    for folder, fmt in ((st, "safetensors"), (both, "ckpt"), (p("9d", "st"), "safetensors")):
+        cv.convert(os.path.join(FIXTURES, "tiny_sst2_hf"), folder, weights_format=fmt)
+    raw = bytearray(open(os.path.join(st, "model.safetensors"), "rb").read())
+    raw[-3] ^= 0x01   # in the last tensor's data: the header stays valid
+    write(os.path.join(st, "model.safetensors"), bytes(raw))
+    add("9c", "evaluate: a folder converted with --format safetensors, one flipped byte in model.safetensors",
+        evaluate(st), names=[st + "/model.safetensors", "sha256"])
+    shutil.copy(os.path.join(p("9d", "st"), "model.safetensors"), both)
+    add("9d", "evaluate: a model folder holding both model.ckpt and model.safetensors", evaluate(both),
+        names=[both + "/model.ckpt", both + "/model.safetensors"], check=intact(both))
     # 10. A stride-0 view declared 40000 x 40000; a deflate bomb (2 GB of zeros, as in test_formats).
     stride0, bomb = source("10a", "src"), source("10b", "src")
     write_torch_zip(torch_pickle([("w", "0", "FloatStorage", 1, 0, (40000, 40000), (0, 0))]),
