@@ -105,10 +105,11 @@ def use_device(name=None, cpu_threads=1, flag="device"):
     """
     device, given = chosen_device(name, flag)
     if device not in available_devices():
-        reason = _plugin_error()
+        reason = _plugin_error(device)
         raise DeviceError(f"{given}: the installed {installed_build()} cannot run on {device}"
                           + (f" ({reason})" if reason else "")
-                          + f"; install the MindSpore package built for {device}, or use {DEFAULT}")
+                          + f"; {device} needs a MindSpore package built for it and the device's drivers; "
+                          f"or use {DEFAULT}")
     import mindspore as ms
     try:
         ms.set_device(device)
@@ -121,8 +122,10 @@ def use_device(name=None, cpu_threads=1, flag="device"):
     return device
 
 
-def _plugin_error():
-    """MindSpore's reason for the backends that did not load, on one line ("" when it gives none)."""
+def _plugin_error(device):
+    """MindSpore's first reason why ``device``'s backend did not load, on one line ("" when it gives none:
+    its loader names only the libraries it tried, e.g. Ascend's, and skips GPU's without libcuda)."""
     from mindspore._c_expression import MSContext
-    text = " ".join(MSContext.get_instance().load_plugin_error().split())
-    return text if len(text) <= 300 else text[:297] + "..."
+    lines = [" ".join(line.split()) for line in MSContext.get_instance().load_plugin_error().splitlines()]
+    text = next((line for line in lines if device.lower() in line.lower()), "")
+    return text if len(text) <= 200 else text[:197] + "..."

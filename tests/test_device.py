@@ -34,8 +34,8 @@ MISSING = [d for d in DEVICES if d not in available_devices()]   # here: GPU and
 def run(tmp_path_factory):
     """A tiny run trained with --device cpu (any case), and its data."""
     tmp = tmp_path_factory.mktemp("device_run")
-    args = ["--train", sentiment_tsv(tmp / "train.tsv", 48, seed=3), "--dev", sentiment_tsv(tmp / "dev.tsv", 16, seed=4),
-            "--epochs", "1", "--batch-size", "16", *TINY_MODEL]
+    args = ["--train", sentiment_tsv(tmp / "train.tsv", 48, seed=3),
+            "--dev", sentiment_tsv(tmp / "dev.tsv", 16, seed=4), "--epochs", "1", "--batch-size", "16", *TINY_MODEL]
     state = train.main(args + ["--output", str(tmp / "model"), "--device", "cpu"])
     return {"tmp": tmp, "args": args, "output": str(tmp / "model"), "dev": args[3], "state": state}
 
