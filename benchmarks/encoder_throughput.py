@@ -147,7 +147,6 @@ def reference_train_step(config, inputs, iters):
 
 def main():
     args = parse_args()
-    import mindspore as ms
     from albert_min.device import use_device
     use_device("CPU", cpu_threads=args.threads)
     config = load_config(args.config)

@@ -34,7 +34,6 @@ def main():
     args = p.parse_args()
     print(f"machine load before: {os.getloadavg()[0]:.2f} (1-min average), {os.cpu_count()} CPUs", flush=True)
     os.environ.setdefault("GLOG_v", "3")
-    import mindspore as ms
     from albert_min.device import use_device
     use_device("CPU")   # as train.py: one kernel thread
     from albert_min import pretraining
