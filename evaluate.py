@@ -24,6 +24,7 @@ import os
 import sys
 
 from albert_min import arguments as num
+from albert_min.device import add_device_flag
 
 # MindSpore logs WARNINGs (deprecations, compile-cache misses) to stderr; errors only, unless the user sets GLOG_v.
 os.environ.setdefault("GLOG_v", "3")
@@ -119,8 +120,10 @@ def build_parser():
     p.add_argument("--no-jit", action="store_true",
                    help="PyNative instead of a compiled graph (default: compiled)")
     p.add_argument("--no-compile-cache", action="store_true",
-                   help="do not keep compiled graphs in $ALBERT_MIN_CACHE (default: kept, in ~/.cache/albert_min/compile)")
+                   help="do not keep compiled graphs in $ALBERT_MIN_CACHE (default: kept, in "
+                        "~/.cache/albert_min/compile, on CPU; never kept on GPU or Ascend)")
     p.add_argument("--quiet", action="store_true", help="no progress bar (default: a progress bar on stderr)")
+    add_device_flag(p)
     return p
 
 
@@ -176,6 +179,7 @@ def main(argv=None):
     args = parse_args(argv)
     if not args.model:
         sys.exit(how_to_get_a_model())
+    args.device = num.use_device_flag(args.device)   # before any work
     from albert_min.errors import AlbertMinError
     from albert_min.safe_output import output_lock
     try:
@@ -219,10 +223,7 @@ def evaluate(args):
     warn_if_trained_on_another_task(args.model, task, args.data)
     if examples.labels is None and not args.output:
         raise DataError(f"{args.data} has no labels to score; pass --output to write its predictions")
-    import mindspore as ms
-    ms.set_device("CPU")
-    from albert_min.training import set_cpu_threads
-    set_cpu_threads()
+    from albert_min.device import applies_cpu_only_parts
     from albert_min.modeling import AlbertForSequenceClassification
     from albert_min.classify import predict_logits, default_compile_cache
     from tokenizer import AlbertTokenizer
@@ -230,9 +231,11 @@ def evaluate(args):
     registered.check_model(model.config, examples, args.model)
     tokenizer = AlbertTokenizer.from_pretrained(args.model)
     max_length = min(args.max_length or training_max_length(args.model), model.config.max_position_embeddings)
+    # The cache is a CPU-only part: its key does not name the device, and it was checked on CPU alone.
+    keep_graphs = applies_cpu_only_parts(args.device) and not args.no_compile_cache
     logits, seconds = predict_logits(model, tokenizer, examples.texts, examples.text_pairs, args.batch_size,
                                      max_length, use_jit=not args.no_jit, progress=not (args.quiet or args.json),
-                                     cache_dir=None if args.no_compile_cache else default_compile_cache())
+                                     cache_dir=default_compile_cache() if keep_graphs else None)
     if not np.isfinite(logits).all():
         raise CheckpointError(f"{args.model}: the model gives non-finite outputs (NaN/Inf) on {args.data}; "
                               "its weights or config are broken")
@@ -262,10 +265,6 @@ def evaluate_task(args, task):
     """SQuAD, RACE and CoNLL-2003: the task reads, predicts (streaming), scores with its official
     metric and writes its official prediction file (``albert_min/tasks/base.py``)."""
     import time
-    import mindspore as ms
-    ms.set_device("CPU")
-    from albert_min.training import set_cpu_threads
-    set_cpu_threads()
     from albert_min import modeling
     from albert_min.checkpoint import training_max_length
     from tokenizer import AlbertTokenizer

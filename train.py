@@ -38,6 +38,7 @@ import tempfile
 os.environ.setdefault("GLOG_v", "3")
 
 from albert_min import arguments as num  # noqa: E402
+from albert_min.device import add_device_flag  # noqa: E402
 from albert_min.errors import AlbertMinError  # noqa: E402
 from albert_min.run_config import ResumeError, RunConfig, flag_name, from_flat  # noqa: E402
 from albert_min.tasks import REGISTRY, TASK_NAMES, get_task, infer_task  # noqa: E402
@@ -119,8 +120,8 @@ def build_parser(parser_class=argparse.ArgumentParser):
     p.add_argument("--seed", type=num.seed, default=cfg.seed, help="weights, tokenizer, batches, dropout")
     p.add_argument("--resume", action="store_true",
                    help="continue the run saved in <output>.state with its own settings and tokenizer; only "
-                        "--epochs, --max-steps, --max-minutes (this process's budget; not carried over) and "
-                        "--quiet may be given anew")
+                        "--epochs, --max-steps, --max-minutes (this process's budget; not carried over), "
+                        "--quiet and --device (where this process runs) may be given anew")
     p.add_argument("--format", choices=WEIGHTS_FORMATS, default=cfg.format,
                    help="the weights file of --output: model.ckpt, or MindSpore's model.safetensors (its sha256 "
                         "is recorded and checked on load); the training state is .ckpt either way")
@@ -131,6 +132,7 @@ def build_parser(parser_class=argparse.ArgumentParser):
                    help="one worker of an msrun job: train on this worker's share of every batch, average the "
                         "gradients over the workers; only rank 0 writes and reports (see the README)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_device_flag(p)
     return p
 
 
@@ -194,6 +196,7 @@ def resumed_settings(settings, given):
     check_inputs_unchanged(inputs, path)
     resumed = check_settings(p, p.parse_args(settings_argv(flat) + ["--resume"]))
     resumed.training.output = settings.training.output   # the folder given now (the same one, maybe spelt otherwise)
+    resumed.device = settings.device                     # where this process runs: not a setting of the run
     return resumed
 
 
@@ -245,6 +248,7 @@ def main(argv=None):
     settings, args, given = parse_flags(argv)
     if settings.data_parallel:
         check_data_parallel(settings.training.batch_size)
+    num.use_device_flag(settings.device)   # before any work (and before msrun's init)
     try:
         from albert_min.safe_output import output_lock
         from albert_min.train_run import prepare_outputs, train_run

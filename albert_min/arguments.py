@@ -1,8 +1,10 @@
 """argparse value types for the scripts' numeric flags: a bad number is a one-line
-usage error (exit 2) naming the flag, never a run that silently does something else."""
+usage error (exit 2) naming the flag, never a run that silently does something else.
+And the scripts' side of --device (``use_device_flag``)."""
 
 import argparse
 import math
+import sys
 
 
 def _number(text, kind):
@@ -55,3 +57,15 @@ def os_error_text(err: OSError) -> str:
     if err.filename is not None and err.strerror:
         return f"{err.filename}: {err.strerror}"
     return str(err)
+
+
+def use_device_flag(device):
+    """A script's ``--device`` value (None: $ALBERT_MIN_DEVICE, else CPU) set for this process
+    before any work (``device.use_device``); returns the device. A device this MindSpore cannot run
+    on, or a bad $ALBERT_MIN_DEVICE, is one ``error:`` line and exit 2, as a bad flag."""
+    from .device import DeviceError, use_device
+    try:
+        return use_device(device, flag="--device")
+    except DeviceError as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)

@@ -25,7 +25,9 @@ import sys
 
 import numpy as np
 
+from .arguments import use_device_flag
 from .config import AlbertConfig, ConfigError, read_json_object
+from .device import add_device_flag
 from .errors import AlbertMinError, OutputExistsError
 from .formats import (ConversionError, find_weights, read_pytorch_bin, read_safetensors,  # noqa: F401
                       read_tf_checkpoint, read_weights)
@@ -342,6 +344,7 @@ def main(argv=None):
                         help="the weights file DST gets: model.ckpt, or MindSpore's model.safetensors "
                              "(save_checkpoint(format='safetensors'); its sha256 is recorded and checked on load)")
     parser.add_argument("--force", action="store_true", help="replace DST if it exists")
+    add_device_flag(parser)
     args = parser.parse_args(argv)
     import_only = [f for f, v in (("--config", args.config), ("--tokenizer", args.tokenizer),
                                   ("--allow-missing-heads", args.allow_missing_heads),
@@ -350,8 +353,7 @@ def main(argv=None):
         parser.error(f"{', '.join(import_only)}: only when reading a public checkpoint, not with --to hf")
     if args.to != "hf" and args.classifier_class:
         parser.error("--classifier-class: only with --to hf")
-    import mindspore as ms
-    ms.set_device("CPU")
+    use_device_flag(args.device)
     try:
         if args.to == "hf":
             from .hf_export import export_hf, summary as export_summary

@@ -39,6 +39,8 @@ import re
 import shutil
 import sys
 
+from .arguments import use_device_flag
+from .device import add_device_flag
 from .errors import AlbertMinError
 
 PRODUCER = "albert_min"
@@ -293,14 +295,14 @@ def parse_args(argv=None):
     p.add_argument("--batch", type=int, help="fixed batch size (default: dynamic)")
     p.add_argument("--seq", type=int, help="fixed sequence length (default: dynamic)")
     p.add_argument("--force", action="store_true", help="replace an existing MindIR that albert_min wrote")
+    add_device_flag(p)
     return p.parse_args(argv)
 
 
 def main(argv=None):
     args = parse_args(argv)
+    use_device_flag(args.device)
     try:
-        import mindspore as ms
-        ms.set_device("CPU")
         export_mindir(args.model_dir, args.output, args.backbone, args.batch, args.seq, args.force)
     except (AlbertMinError, OSError) as err:
         sys.exit(f"error: {err}")

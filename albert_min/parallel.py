@@ -73,14 +73,15 @@ class SingleProcess:
 class DataParallel(SingleProcess):
     """A worker of an msrun job: ``init()``, MindSpore's DATA_PARALLEL mode, rank and size.
 
-    Only rank 0 ``writes`` (model folder, training state, progress).
+    Only rank 0 ``writes`` (model folder, training state, progress). The device (``--device``)
+    must be set before (``device.use_device``): ``init()`` picks the collectives by it.
     """
 
     def __init__(self):
         import mindspore as ms
         from mindspore.communication import get_group_size, get_rank, init
         os.environ.setdefault("MS_CPU_COMM_OP_TIMEOUT", str(COMM_TIMEOUT_S))
-        init()   # MindSpore's own CPU collectives; blocks until every worker has joined
+        init()   # CPU: MindSpore's own collectives; GPU: NCCL; Ascend: HCCL. Blocks until every worker has joined
         ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.DATA_PARALLEL, gradients_mean=True)
         self.rank, self.size = get_rank(), get_group_size()
         self.writes = self.rank == 0

@@ -41,6 +41,9 @@ class RunConfig:
     max_length: int = 64                       # pieces per example, [CLS]/[SEP] included
     mask_prob: Optional[float] = None          # pre-training's masked share (None: 0.15)
     data_parallel: bool = False                # one worker of an msrun job
+    device: Optional[str] = None               # CPU, GPU or Ascend (None: $ALBERT_MIN_DEVICE, else CPU); where
+                                               # this process runs, not a setting of the run: not saved, and a
+                                               # resume may run on another device
 
     def to_dict(self) -> dict:
         data = dataclasses.asdict(self)
@@ -48,8 +51,8 @@ class RunConfig:
         return data
 
     def run_settings(self) -> dict:
-        """The settings besides the Trainer's (those the state records as "run")."""
-        return {k: v for k, v in self.to_dict().items() if k != "training"}
+        """The settings besides the Trainer's and the device (those the state records as "run")."""
+        return {k: v for k, v in self.to_dict().items() if k not in ("training", "device")}
 
     def input_files(self) -> list:
         """The files the run reads (a model folder: the files that make its model)."""
@@ -84,7 +87,8 @@ def settings_for_resume(saved: dict, given: dict, state_path: str) -> dict:
     (only those). Each given one must equal the saved one, except the budget
     (``EXTENDABLE``: epochs, max_steps, max_minutes) and ``PRESENTATION`` (quiet). The
     run's epochs and max_steps (its schedule) carry over; max_minutes, the time budget
-    of one process, does not.
+    of one process, does not. The device is not saved (``run_settings``), so it is never
+    compared: a run may resume on another device (the caller sets the one given now).
     """
     changed = [name for name, value in given.items()
                if name not in EXTENDABLE + PRESENTATION and name in saved and saved[name] != _as_saved(value)]
@@ -92,8 +96,8 @@ def settings_for_resume(saved: dict, given: dict, state_path: str) -> dict:
         shown = "; ".join(f"{flag_name(n)} {_shown(n, given[n])} (the run has {_shown(n, saved[n])})"
                           for n in changed)
         raise ResumeError(f"{shown}: --resume continues the run saved in {state_path} as it was started; leave "
-                          f"{'this flag' if len(changed) == 1 else 'these flags'} out (only --epochs, --max-steps "
-                          "and --max-minutes may change)")
+                          f"{'this flag' if len(changed) == 1 else 'these flags'} out (only --epochs, --max-steps, "
+                          "--max-minutes, --quiet and --device may change)")
     # --max-minutes budgets one process: a resume has none unless it is given again.
     return {**saved, "max_minutes": None, **{k: v for k, v in given.items() if k in EXTENDABLE + PRESENTATION}}
 

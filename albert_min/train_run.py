@@ -120,15 +120,14 @@ def build_model(task, config, settings):
 
 def train_run(settings, resume=False, force=False):
     """Run ``settings`` (a RunConfig) to the end; returns the Trainer's final state."""
-    import mindspore as ms
-    ms.set_device("CPU")
+    from .device import use_device
+    use_device(settings.device)   # before msrun's init(); on CPU one kernel thread: same seed, same run
     from .parallel import SingleProcess
-    from .training import seed_everything, set_cpu_threads
+    from .training import seed_everything
     with contextlib.ExitStack() as stack:
         parallel = SingleProcess()
         if settings.data_parallel:
             parallel = start_data_parallel(settings, resume, force, stack)
-        set_cpu_threads()   # one kernel thread: same seed, same run (see its docstring)
         seed_everything(settings.training.seed)
         workdir = stack.enter_context(tempfile.TemporaryDirectory())
         state = run_task(settings, resume, parallel, workdir)

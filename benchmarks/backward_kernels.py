@@ -202,8 +202,8 @@ def main():
     args = parse_args()
     import mindspore as ms
     from albert_min import kernels
-    ms.set_device("CPU")
-    ms.device_context.cpu.op_tuning.threads_num(args.ms_threads)
+    from albert_min.device import use_device
+    use_device("CPU", cpu_threads=args.ms_threads)
     with kernels_switched(True):
         if kernels.library() is None:
             sys.exit("error: the kernels could not be built here (see the notice above)")

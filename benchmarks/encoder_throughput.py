@@ -147,9 +147,8 @@ def reference_train_step(config, inputs, iters):
 
 def main():
     args = parse_args()
-    import mindspore as ms
-    ms.set_device("CPU")
-    ms.device_context.cpu.op_tuning.threads_num(args.threads)
+    from albert_min.device import use_device
+    use_device("CPU", cpu_threads=args.threads)
     config = load_config(args.config)
     train_config = load_config(args.train_config) if args.train_config else config
     seq, batch = args.seq, args.batch

@@ -34,13 +34,11 @@ def main():
     args = p.parse_args()
     print(f"machine load before: {os.getloadavg()[0]:.2f} (1-min average), {os.cpu_count()} CPUs", flush=True)
     os.environ.setdefault("GLOG_v", "3")
-    import mindspore as ms
-    ms.set_device("CPU")
+    from albert_min.device import use_device
+    use_device("CPU")   # as train.py: one kernel thread
     from albert_min import pretraining
     from albert_min.modeling import AlbertForPreTraining
-    from albert_min.training import set_cpu_threads
     from tokenizer import AlbertTokenizer
-    set_cpu_threads()   # as train.py
     tokenizer = AlbertTokenizer(os.path.join(args.model, "spiece.model"))
     # train.py's held-out documents and pairs (seed 42, --max-length 64, --batch-size 64)
     _, heldout_docs = pretraining.split_documents(pretraining.read_documents(args.text), 0.05, random.Random(42))

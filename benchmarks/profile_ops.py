@@ -270,9 +270,8 @@ def main():
     import mindspore as ms
     import torch
     from albert_min.config import AlbertConfig
-    from albert_min.training import set_cpu_threads
-    ms.set_device("CPU")
-    set_cpu_threads(1)
+    from albert_min.device import use_device
+    use_device("CPU", cpu_threads=1)
     torch.set_num_threads(args.torch_threads)
     info = {"uptime_before": uptime(), "machine": f"{os.cpu_count()} cores, shared with other jobs",
             "steps": args.steps, "ms_threads": 1, "torch_threads": args.torch_threads,

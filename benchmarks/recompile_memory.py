@@ -35,10 +35,10 @@ def one_mode(mode, rounds):
     from albert_min.config import load_config
     from albert_min.modeling import AlbertForSequenceClassification
     from albert_min.training import (linear_warmup_decay, make_optimizer, make_train_step, release_compiled_graphs,
-                                     reseed_dropout, set_cpu_threads)
+                                     reseed_dropout)
+    from albert_min.device import use_device
     from encoder_throughput import make_inputs
-    ms.set_device("CPU")
-    set_cpu_threads()
+    use_device("CPU")
     config = load_config(os.path.join(ROOT, "weights", "sst2-small"))
     config.hidden_dropout_prob = config.attention_probs_dropout_prob = config.classifier_dropout_prob = 0.1
     model = AlbertForSequenceClassification(config)

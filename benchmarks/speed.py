@@ -51,9 +51,8 @@ DEV = os.path.join(os.path.dirname(ROOT), "shared", "data", "sst2", "dev.tsv")
 OURS_EVAL = r"""
 import json, sys, time
 import mindspore as ms
-ms.set_device("CPU")
-from albert_min.training import set_cpu_threads
-set_cpu_threads(int(sys.argv[4]))
+from albert_min.device import use_device
+use_device("CPU", cpu_threads=int(sys.argv[4]))
 from albert_min.modeling import AlbertForSequenceClassification
 from albert_min.classify import predict
 from albert_min.glue import binary_metrics
@@ -276,8 +275,8 @@ def main():
     import mindspore as ms
     import torch
     from albert_min.config import AlbertConfig
-    ms.set_device("CPU")
-    ms.device_context.cpu.op_tuning.threads_num(args.ms_threads)
+    from albert_min.device import use_device
+    use_device("CPU", cpu_threads=args.ms_threads)
     args.torch_threads = [int(n) for n in args.torch_threads.split(",")]
     load = os.getloadavg()
     rows = []

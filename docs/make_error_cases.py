@@ -1,11 +1,11 @@
-"""Reproduce the hostile inputs of issues 7 and 24 against the real command line; writes docs/error_cases.md.
+"""Reproduce the hostile inputs of issues 7, 24 and 28 against the real command line; writes docs/error_cases.md.
 
     python3 docs/make_error_cases.py          # every case (about 2 minutes on 2 cores), writes the table
     python3 docs/make_error_cases.py 10 13a   # only the cases whose id starts so: prints rows, writes nothing
 
 The inputs are built in one temporary folder (deleted at the end) with the writers in
 tests/; each command runs in a subprocess. A row is marked FAILS when the tool does not
-do what issues 7 and 24 ask: a traceback, the wrong exit code (0 where an error was due), a
+do what issues 7, 24 and 28 ask: a traceback, the wrong exit code (0 where an error was due), a
 message not naming the culprit, or files deleted, changed or left behind.
 """
 
@@ -156,10 +156,12 @@ def same_weights(out, reference):
 def cases():
     rows = []
 
-    def add(id, what, argv, expect="error", names=(), cwd=ROOT, check=None, cost=False, note=None, lines=()):
+    def add(id, what, argv, expect="error", names=(), cwd=ROOT, check=None, cost=False, note=None, lines=(),
+            env=None):
         """expect: error (exit 1), usage (2), ok (0), or "error or same" (1, or 0 if check() passes);
         names: what the error must name; check() -> (ok, text); cost: report time and memory;
-        lines: show the stdout lines starting so (on exit 0) instead of the last line."""
+        lines: show the stdout lines starting so (on exit 0) instead of the last line;
+        env: environment variables set for this command."""
         rows.append(SimpleNamespace(**{k: v for k, v in locals().items() if k != "rows"}))
 
     data, data16 = dev_slice(p("dev32.tsv"), 32), dev_slice(p("dev16.tsv"), 16)
@@ -367,7 +369,26 @@ def cases():
                          os.path.join(copy(SST2_SMALL, id, "m"), "model.ckpt"))
         add(id, f"evaluate: classifier.weight {what}, written with save_checkpoint", evaluate(p(id, "m")), names=names)
     issue_24_outputs(add, evaluate, ev)
+    issue_28_devices(add, train, evaluate)
     return rows
+
+
+# ------------------------------------------------------------------ issue 28: devices this MindSpore was not built for
+def issue_28_devices(add, train, evaluate):
+    import mindspore as ms
+    build = f"MindSpore {ms.__version__}"
+    add("28a", "evaluate --device GPU (this MindSpore: CPU only)", evaluate(SST2_SMALL, "--device", "GPU"),
+        expect="usage", names=["--device GPU", build])
+    add("28b", "train --device ascend (this MindSpore: CPU only)", train(p("28b", "out"), "--device", "ascend"),
+        expect="usage", names=["--device Ascend", build], check=ends_listing(p("28b", mkdir=True), []))
+    add("28c", "export --device GPU", ["export", SST2_SMALL, p("28c", "x.mindir"), "--device", "GPU"],
+        expect="usage", names=["--device GPU", build], check=ends_listing(p("28c", mkdir=True), []))
+    add("28d", "ALBERT_MIN_DEVICE=GPU evaluate", evaluate(SST2_SMALL), expect="usage",
+        names=["ALBERT_MIN_DEVICE=GPU", build], env={"ALBERT_MIN_DEVICE": "GPU"})
+    add("28e", "ALBERT_MIN_DEVICE=tpu evaluate", evaluate(SST2_SMALL), expect="usage",
+        names=["ALBERT_MIN_DEVICE=tpu"], env={"ALBERT_MIN_DEVICE": "tpu"})
+    add("28f", "evaluate --device tpu", evaluate(SST2_SMALL, "--device", "tpu"), expect="usage",
+        names=["--device", "tpu"])
 
 
 # ------------------------------------------------------------------ issue 24: outputs (cases 1, 3, 4, 6, 8, 12, 13)
@@ -491,14 +512,14 @@ def ends_listing(folder, names):
 
 
 # ------------------------------------------------------------------ running and reporting
-def run(argv, cwd=ROOT):
+def run(argv, cwd=ROOT, env=None):
     """One tool run as a user runs it: exit code, output, wall time, peak RSS (from wait4)."""
     tool, *args = argv
     modules = {"convert": "albert_min.convert", "export": "albert_min.export"}
     cmd = [sys.executable, *(["-m", modules[tool]] if tool in modules else [os.path.join(ROOT, tool)])]
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
-        proc = subprocess.Popen(cmd + args, cwd=cwd, stdout=out, stderr=err, env=ENV)
+        proc = subprocess.Popen(cmd + args, cwd=cwd, stdout=out, stderr=err, env={**ENV, **(env or {})})
         _, status, usage = os.wait4(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0), err.seek(0)
@@ -540,11 +561,12 @@ def main():
         for row in cases():
             if only and not row.id.startswith(only):
                 continue
-            result = run(row.argv, row.cwd)
+            result = run(row.argv, row.cwd, row.env)
             problems, notes, shown = judge(row, result)
             argv = [f"-m albert_min.{row.argv[0]}" if row.argv[0] in ("convert", "export") else row.argv[0],
                     *row.argv[1:]]
-            command = ("cd " + row.cwd + " && " if row.cwd != ROOT else "") + " ".join(argv)
+            command = ("cd " + row.cwd + " && " if row.cwd != ROOT else "") + " ".join(
+                [f"{k}={v}" for k, v in (row.env or {}).items()] + argv)
             text = code(short(shown)) + "".join(f" — {short(n)}" for n in notes)
             if problems:
                 failing.append(row.id)
@@ -566,7 +588,7 @@ def main():
                     "tests/fixtures/spiece_sst2_2k.model --epochs 1 --batch-size 16` for train.py); `dev16.tsv` "
                     "and `dev32.tsv` are the first rows of ../shared/data/sst2/dev.tsv. The last column is the "
                     "last line printed (stderr on an error, else stdout), then what was checked after the run.\n\n"
-                    f"{len(rows) - len(failing)} of {len(rows)} cases behave as issues 7 and 24 ask"
+                    f"{len(rows) - len(failing)} of {len(rows)} cases behave as issues 7, 24 and 28 ask"
                     + (f"; **FAILS**: {', '.join(failing)}" if failing else "") + ".\n\n"
                     "| case | command (shortened) | exit | what it prints |\n|---|---|---|---|\n"
                     + "\n".join(rows) + "\n")

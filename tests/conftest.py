@@ -11,13 +11,11 @@ sys.path.insert(0, ROOT)
 
 import mindspore as ms  # noqa: E402
 
-ms.set_device("CPU")
+from albert_min.device import use_device  # noqa: E402
 
-from albert_min.training import set_cpu_threads  # noqa: E402
-
-# One kernel thread, as train.py and evaluate.py use: MindSpore's CPU dropout
-# masks depend on how threads split the work; the tests want the same numbers every run.
-set_cpu_threads(1)
+# CPU whatever $ALBERT_MIN_DEVICE says, with one kernel thread as train.py and evaluate.py use there:
+# MindSpore's CPU dropout masks depend on how threads split the work; the tests want the same numbers every run.
+use_device("CPU")
 
 
 @pytest.fixture(autouse=True, scope="session")

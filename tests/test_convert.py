@@ -24,7 +24,6 @@ from albert_min.formats import tf_bundle
 from albert_min.config import ConfigError
 from albert_min.modeling import AlbertForPreTraining, AlbertForSequenceClassification
 
-ms.set_device("CPU")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")

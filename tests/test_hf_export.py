@@ -26,7 +26,6 @@ from albert_min.hf_export import HF_WEIGHTS_FILE, export_hf
 from checkpoint_writers import tensors_digest
 from conftest import FIXTURES, ROOT
 
-ms.set_device("CPU")
 REF = dict(np.load(os.path.join(FIXTURES, "hf_export_reference.npz")))
 INPUTS = dict(np.load(os.path.join(FIXTURES, "heads_reference.npz")))
 CASES = json.loads(str(REF["cases"]))      # {name: [fixture folder, classifier class or None]}

@@ -6,7 +6,8 @@ return what a layer computes with:
 MindSpore's own ops, or the same forward whose gradient comes from
 ``backward.cc``, compiled on first use (``build.py``). Without a compiler or
 BLAS the layers use MindSpore's ops, after a one-line notice;
-``ALBERT_MIN_KERNELS=off`` asks for them.
+``ALBERT_MIN_KERNELS=off`` asks for them, and they are used on CPU only
+(``albert_min.device``).
 """
 
 import ctypes
@@ -31,8 +32,10 @@ def enabled() -> bool:
 
 
 def library():
-    """Path of the compiled kernels, or None: switched off, or not buildable here (noticed once)."""
-    if not enabled():
+    """Path of the compiled kernels, or None: switched off, MindSpore runs on GPU or Ascend (the
+    kernels are CPU code: ``device.applies_cpu_only_parts``), or not buildable here (noticed once)."""
+    from ..device import applies_cpu_only_parts, current_device   # local import, as below
+    if not enabled() or not applies_cpu_only_parts(current_device()):
         return None
     from ..classify import default_compile_cache      # local import: classify is not needed otherwise
     root = default_compile_cache()
