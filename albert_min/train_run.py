@@ -122,6 +122,8 @@ def train_run(settings, resume=False, force=False):
     """Run ``settings`` (a RunConfig) to the end; returns the Trainer's final state."""
     import mindspore as ms
     ms.set_device("CPU")
+    from .mixed_precision import check_device
+    check_device(settings.training.amp, settings.training.amp_dtype, ms.get_context("device_target"))
     from .parallel import SingleProcess
     from .training import seed_everything, set_cpu_threads
     with contextlib.ExitStack() as stack:
