@@ -45,7 +45,7 @@ def assert_float32(checkpoints):
                 assert array.dtype == np.float32, name
 
 
-@pytest.mark.parametrize("level", ["O2", "O1"])
+@pytest.mark.parametrize("level", ["O1", "O2", "O3"])
 def test_fifty_amp_steps_track_the_float32_loss_and_save_float32(tmp_path, level):
     reference, _ = train_steps(tmp_path, "float32")
     state, checkpoints = train_steps(tmp_path, level, "--amp", level, "--amp-dtype", "float16")
@@ -127,3 +127,16 @@ def test_resuming_a_float16_run_repeats_it_exactly_loss_scale_included(tmp_path)
         for name in a:
             assert np.array_equal(a[name], b[name]), name
     assert_float32(parts)
+
+
+def test_bfloat16_on_cpu_is_one_error_line_before_any_work(tmp_path, capsys):
+    """MindSpore 2.10's CPU has no bfloat16 MatMul/BatchMatMul/Softmax/Sigmoid/Erf kernel: refused by name,
+    before a tokenizer is trained; the flag stays for GPU/Ascend."""
+    tsv = sentiment_tsv(tmp_path / "train.tsv", 32, seed=0)
+    with pytest.raises(SystemExit) as exit_:
+        train.main(["--train", tsv, "--output", str(tmp_path / "o"), "--amp", "O2", "--amp-dtype", "bfloat16",
+                    *TINY_MODEL])
+    assert str(exit_.value) == ("error: --amp O2 --amp-dtype bfloat16: MindSpore 2.10.0's CPU kernels do not run "
+                                "bfloat16 (MatMul, BatchMatMul, Softmax, Sigmoid and Erf have no bfloat16 CPU "
+                                "kernel); use --amp-dtype float16 on CPU, or this setting on GPU/Ascend")
+    assert "SentencePiece" not in capsys.readouterr().out and not (tmp_path / "o").exists()
