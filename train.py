@@ -42,7 +42,7 @@ from albert_min.device import add_device_flag  # noqa: E402
 from albert_min.errors import AlbertMinError  # noqa: E402
 from albert_min.run_config import ResumeError, RunConfig, flag_name, from_flat  # noqa: E402
 from albert_min.tasks import REGISTRY, TASK_NAMES, get_task, infer_task  # noqa: E402
-from albert_min.training_config import OPTIMIZERS, WEIGHTS_FORMATS, TrainingConfig  # noqa: E402
+from albert_min.training_config import AMP_DTYPES, AMP_LEVELS, OPTIMIZERS, WEIGHTS_FORMATS, TrainingConfig  # noqa: E402
 
 SIZE_FLAGS = ("embedding_size", "hidden_size", "layers", "heads", "intermediate_size", "sharing")
 PRETRAINING = tuple(name for name, (module, _, _) in REGISTRY.items() if module == "pretraining")
@@ -102,6 +102,14 @@ def build_parser(parser_class=argparse.ArgumentParser):
     p.add_argument("--warmup", type=num.fraction, default=cfg.warmup, help="fraction of steps of linear warm-up")
     p.add_argument("--weight-decay", type=num.non_negative_float, default=cfg.weight_decay, help="decoupled")
     p.add_argument("--max-grad-norm", type=num.positive_float, default=cfg.max_grad_norm, help="global-norm clip")
+    p.add_argument("--amp", choices=AMP_LEVELS, default=cfg.amp,
+                   help="mixed precision (mindspore.amp.auto_mixed_precision): O1 matmuls, O2/O3 every layer in "
+                        "--amp-dtype; LayerNorm and softmax stay float32, and so do the weights (docs/training.md)")
+    p.add_argument("--amp-dtype", choices=AMP_DTYPES, default=cfg.amp_dtype,
+                   help="the low-precision dtype of --amp; float16 adds a dynamic loss scale (overflowing steps "
+                        "are skipped and counted in the log)")
+    p.add_argument("--loss-scale", type=num.float_in(1.0, 2.0 ** 100), default=cfg.loss_scale,
+                   help="--amp-dtype float16: the dynamic loss scale's starting value (halved on each overflow)")
     p.add_argument("--max-length", type=num.max_length, default=run.max_length,
                    help="tokens per example incl. [CLS]/[SEP]")
     p.add_argument("--mask-prob", type=num.float_in(0.0, 1.0, low_open=True, high_open=True), default=None,

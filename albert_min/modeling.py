@@ -294,10 +294,13 @@ class AlbertEncoder(nn.Cell):
 def additive_attention_mask(attention_mask):
     """``[B, S]`` of 1 (keep) / 0 (padding) -> ``[B, 1, 1, S]`` of 0 / float32-min.
 
-    Added to the attention scores so that softmax gives padding keys zero weight.
+    Added to the attention scores so that softmax gives padding keys zero weight. Selected rather
+    than computed as (1 - mask) * min: under float16 mixed precision min becomes -inf, and 0 * -inf
+    is NaN for every kept key.
     """
-    mask = attention_mask.astype(ms.float32).reshape(attention_mask.shape[0], 1, 1, attention_mask.shape[1])
-    return (1.0 - mask) * float(np.finfo(np.float32).min)
+    keep = attention_mask.reshape(attention_mask.shape[0], 1, 1, attention_mask.shape[1]) != 0
+    zeros = ops.zeros(keep.shape, ms.float32)
+    return ops.select(keep, zeros, zeros + float(np.finfo(np.float32).min))
 
 
 class PreTrainedMixin:

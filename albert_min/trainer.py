@@ -23,6 +23,8 @@ from tqdm import tqdm
 
 from .checkpoint import SETTINGS_FILE, TRAIN_METRICS_FILE, model_arrays, save_model_dir
 from .errors import AlbertMinError
+from .mixed_precision import (check_device, float32_forward, loss_scale_state, make_loss_scaler,
+                              mixed_precision_network, restore_loss_scale)
 from .parallel import SingleProcess
 from .safe_output import output_lock
 from .tasks.base import rows_of
@@ -70,14 +72,20 @@ class Trainer:
         if config.adam_bias_correction:   # pre-training from random weights with a short warm-up: see the README
             schedule = with_adam_bias_correction(schedule)
         self.optimizer = make_optimizer(model, schedule, config.weight_decay, config.optimizer)
-        self.loss_fn = task.loss_fn(model)
+        check_device(config.amp, config.amp_dtype, ms.get_context("device_target"))
+        # the float32 parameters stay the model's: the optimizer updates them and the checkpoints save them
+        self.loss_fn = task.loss_fn(mixed_precision_network(model, config.amp, config.amp_dtype))
+        self.loss_scaler = make_loss_scaler(config.amp, config.amp_dtype, config.loss_scale)   # float16 only
         self.train_step = None   # built (dropout reseeded, recompiled) at the start of each saved segment
         # epoch_losses: this epoch's losses so far, so a resumed epoch reports the same mean loss
         self.state = {"epoch": 0, "step": 0, "best": None, "history": [], "epoch_losses": [],
                       "settings": {"training": config.to_dict(), **(settings or {})}, "inputs": inputs or {}}
+        if self.loss_scaler is not None:   # float16: the scale, and the steps skipped for overflowing gradients
+            self.state.update({"loss_scale": loss_scale_state(self.loss_scaler), "skipped_steps": 0})
 
     def step(self, batch):
-        """One optimizer step on ``batch`` (in ``config.grad_accum`` micro-batches). After every
+        """One optimizer step on ``batch`` (in ``config.grad_accum`` micro-batches); returns the loss.
+        Under float16 a step whose gradients overflow is skipped and counted. After every
         saved state the dropout masks are reseeded from (seed, step) and the step recompiled, so a
         resumed run repeats the original exactly (see ``albert_min.training.reseed_dropout``)."""
         config = self.config
@@ -86,16 +94,26 @@ class Trainer:
             reseed_dropout(self.model, config.seed, self.state["step"], self.parallel.rank)
             make = make_train_step if config.grad_accum == 1 else make_accumulating_step
             self.train_step = make(self.loss_fn, self.optimizer, config.max_grad_norm, use_jit=config.use_jit,
-                                   grad_reducer=self.parallel.grad_reducer(self.optimizer.parameters))
+                                   grad_reducer=self.parallel.grad_reducer(self.optimizer.parameters),
+                                   loss_scaler=self.loss_scaler)
         if config.grad_accum == 1:
-            return float(self.train_step(*[ms.Tensor(x) for x in batch]).asnumpy())
-        rows = rows_of(batch)
-        bounds = np.linspace(0, rows, config.grad_accum + 1).round().astype(int)
-        parts = [((end - start) / rows, [ms.Tensor(x) for x in self.task.split_batch(batch, slice(start, end))])
-                 for start, end in zip(bounds[:-1], bounds[1:]) if end > start]
-        return float(self.train_step(parts).asnumpy())
+            out = self.train_step(*[ms.Tensor(x) for x in batch])
+        else:
+            rows = rows_of(batch)
+            bounds = np.linspace(0, rows, config.grad_accum + 1).round().astype(int)
+            parts = [((end - start) / rows, [ms.Tensor(x) for x in self.task.split_batch(batch, slice(start, end))])
+                     for start, end in zip(bounds[:-1], bounds[1:]) if end > start]
+            out = self.train_step(parts)
+        if self.loss_scaler is None:
+            return float(out.asnumpy())
+        loss, finite = out
+        if not bool(finite.asnumpy()):
+            self.state["skipped_steps"] += 1
+        return float(loss.asnumpy())
 
     def save_state(self):
+        if self.loss_scaler is not None:
+            self.state["loss_scale"] = loss_scale_state(self.loss_scaler)
         if self.parallel.writes:
             save_training_state(self.config.state_dir, self.model, self.optimizer, self.state, self.tokenizer_file)
         if uses_dropout(self.model):   # fresh masks from (seed, step): see reseed_dropout
@@ -107,6 +125,12 @@ class Trainer:
         against each other, see ``training_state.load_training_state``)."""
         saved = load_training_state(self.config.state_dir, self.model, self.optimizer, recover=False)
         self.state.update({k: saved[k] for k in ("epoch", "step", "best", "history", "epoch_losses")})
+        if self.loss_scaler is not None:
+            if "loss_scale" not in saved or "skipped_steps" not in saved:
+                raise TrainingError(f"{self.config.state_dir}: the state has no loss scale; it is not a state of "
+                                    "this float16 mixed-precision run")
+            restore_loss_scale(self.loss_scaler, saved["loss_scale"])
+            self.state.update({k: saved[k] for k in ("loss_scale", "skipped_steps")})
         if len(self.state["epoch_losses"]) >= self.steps_per_epoch:
             raise TrainingError(f"{self.config.state_dir}: the state is {len(self.state['epoch_losses'])} steps into "
                                 f"an epoch of {self.steps_per_epoch}; it is not a state of this run")
@@ -207,12 +231,16 @@ class Trainer:
         evaluating = time.perf_counter()
         metrics, score = {}, None
         if self.dev is not None:
-            metrics = self.task.evaluate(self.model, self.dev, use_jit=self.config.use_jit,
-                                         progress=not self.config.quiet, parallel=self.parallel)
+            with float32_forward(self.model, self.config.amp, self.config.amp_dtype):
+                metrics = self.task.evaluate(self.model, self.dev, use_jit=self.config.use_jit,
+                                             progress=not self.config.quiet, parallel=self.parallel)
             score = self.task.selection_score(metrics)
         record = {"epoch": round(epoch, 2), "step": self.state["step"],
                   "train_loss": float(np.mean(losses)), "steps_per_s": steps_run / seconds,
                   "eval_s": round(time.perf_counter() - evaluating, 3), **metrics}
+        if self.loss_scaler is not None:   # float16: steps skipped so far for overflowing gradients, and the scale
+            record.update(skipped_steps=self.state["skipped_steps"],
+                          loss_scale=loss_scale_state(self.loss_scaler)["scale"])
         self.state["history"].append(record)
         print(json.dumps(record), flush=True)
         if score is not None and self.state["best"] is not None and score < self.state["best"]:

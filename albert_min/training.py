@@ -8,7 +8,7 @@ import random
 
 import numpy as np
 import mindspore as ms
-from mindspore import nn, ops
+from mindspore import amp, nn, ops
 
 
 def linear_warmup_decay(peak_lr, total_steps, warmup_fraction):
@@ -64,7 +64,47 @@ def _averaged_over_workers(grad_reducer):
     return average
 
 
-def make_train_step(loss_fn, optimizer, max_grad_norm, use_jit=True, grad_reducer=None):
+def _gradients(loss_fn, optimizer, loss_scaler):
+    """``(*batch) -> (loss, grads)``; with ``loss_scaler`` the gradients are those of the loss times
+    the scale (still scaled: ``_update`` unscales them) and the loss is the unscaled one."""
+    if loss_scaler is None:
+        return ms.value_and_grad(loss_fn, None, optimizer.parameters)
+
+    def scaled(*batch):
+        loss = loss_fn(*batch)
+        return loss_scaler.scale(loss), loss
+    grad_fn = ms.value_and_grad(scaled, None, optimizer.parameters, has_aux=True)
+
+    def gradients(*batch):
+        (_, loss), grads = grad_fn(*batch)
+        return loss, grads
+    return gradients
+
+
+def _update(optimizer, max_grad_norm, average, loss_scaler):
+    """``(grads, loss) -> loss`` after averaging over the workers, clipping and the optimizer
+    update; with ``loss_scaler`` ``-> (loss, grads_finite)``: the gradients are unscaled, and a
+    step whose gradients overflowed is skipped (weights and moments unchanged, the optimizer's
+    step counter, which indexes the learning-rate schedule, still advances) while the scale is
+    lowered. The workers average before the check, so they all agree to skip."""
+    def update(grads, loss):
+        if average is not None:
+            grads, loss = average(grads, loss)
+        if loss_scaler is None:
+            optimizer(ops.clip_by_global_norm(grads, max_grad_norm))
+            return loss
+        grads = loss_scaler.unscale(grads)
+        finite = amp.all_finite(grads)
+        if finite:
+            optimizer(ops.clip_by_global_norm(grads, max_grad_norm))
+        else:
+            ops.assign_add(optimizer.global_step, optimizer.global_step_increase_tensor)
+        loss_scaler.adjust(finite)
+        return loss, finite
+    return update
+
+
+def make_train_step(loss_fn, optimizer, max_grad_norm, use_jit=True, grad_reducer=None, loss_scaler=None):
     """One optimisation step: loss, gradients, global-norm clipping, optimizer update.
 
     ``loss_fn(*batch)`` returns a scalar. The step is compiled to a graph
@@ -72,43 +112,36 @@ def make_train_step(loss_fn, optimizer, max_grad_norm, use_jit=True, grad_reduce
     pass ``grad_reducer`` (``nn.DistributedGradReducer``, see albert_min.parallel):
     the gradients are averaged over the workers BEFORE clipping, so the norm is
     the global batch's, and the returned loss is the mean over the workers.
+    float16 mixed precision passes ``loss_scaler`` (``mindspore.amp.DynamicLossScaler``):
+    the step then returns ``(loss, grads_finite)`` and skips an overflowing update (``_update``).
     """
-    grad_fn = ms.value_and_grad(loss_fn, None, optimizer.parameters)
-    average = _averaged_over_workers(grad_reducer)
+    gradients = _gradients(loss_fn, optimizer, loss_scaler)
+    update = _update(optimizer, max_grad_norm, _averaged_over_workers(grad_reducer), loss_scaler)
 
     def train_step(*batch):
-        loss, grads = grad_fn(*batch)
-        if average is not None:
-            grads, loss = average(grads, loss)
-        grads = ops.clip_by_global_norm(grads, max_grad_norm)
-        optimizer(grads)
-        return loss
+        loss, grads = gradients(*batch)
+        return update(grads, loss)
 
     return ms.jit(train_step) if use_jit else train_step
 
 
-def make_accumulating_step(loss_fn, optimizer, max_grad_norm, use_jit=True, grad_reducer=None):
+def make_accumulating_step(loss_fn, optimizer, max_grad_norm, use_jit=True, grad_reducer=None, loss_scaler=None):
     """``make_train_step`` over micro-batches: ``step([(weight, batch), ...])`` adds up
     ``weight * gradient`` of each micro-batch, then averages over the workers, clips and
     updates once. With weights = each micro-batch's share of the rows and a loss that is a
-    mean over rows, this is the step on the whole batch, in less memory."""
-    grad_fn = ms.value_and_grad(loss_fn, None, optimizer.parameters)
-    average = _averaged_over_workers(grad_reducer)
+    mean over rows, this is the step on the whole batch, in less memory. With ``loss_scaler``
+    the micro-batches' scaled gradients are added up and checked once, at the update."""
+    gradients = _gradients(loss_fn, optimizer, loss_scaler)
 
     def weighted(weight, *batch):
-        loss, grads = grad_fn(*batch)
+        loss, grads = gradients(*batch)
         return loss * weight, tuple(g * weight for g in grads)
 
     def add(total, part):
         return tuple(a + b for a, b in zip(total, part))
 
-    def apply(grads, loss):
-        if average is not None:
-            grads, loss = average(grads, loss)
-        optimizer(ops.clip_by_global_norm(grads, max_grad_norm))
-        return loss
-
     compile_ = ms.jit if use_jit else (lambda f: f)
+    apply = _update(optimizer, max_grad_norm, _averaged_over_workers(grad_reducer), loss_scaler)
     weighted, add, apply = compile_(weighted), compile_(add), compile_(apply)
 
     def step(parts):

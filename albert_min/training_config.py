@@ -13,6 +13,8 @@ from .errors import AlbertMinError
 
 OPTIMIZERS = ("adamw", "lamb")
 WEIGHTS_FORMATS = ("ckpt", "safetensors")   # the model folder's model.ckpt or model.safetensors (checkpoint.FORMATS)
+AMP_LEVELS = ("O0", "O1", "O2", "O3")      # mindspore.amp.auto_mixed_precision's levels (albert_min.mixed_precision)
+AMP_DTYPES = ("float16", "bfloat16")
 # May differ on --resume: they extend (or shorten) the run's budget, or only change what is shown.
 EXTENDABLE = ("epochs", "max_steps", "max_minutes")
 PRESENTATION = ("quiet",)
@@ -41,6 +43,9 @@ class TrainingConfig:
     seed: int = 42                         # batch order, dropout masks (and, in train.py, weights and tokenizer)
     use_jit: bool = True                   # compile the train step to a graph (False: PyNative)
     format: str = "ckpt"                   # the model folder's weights: model.ckpt or MindSpore's model.safetensors
+    amp: str = "O0"                        # mixed precision level (albert_min.mixed_precision): O0 (off), O1, O2, O3
+    amp_dtype: str = "float16"             # the low dtype under --amp O1-O3: float16 (loss-scaled) or bfloat16
+    loss_scale: float = 2.0 ** 16          # float16 only: the dynamic loss scale's starting value
     quiet: bool = False                    # no progress bars
 
     def __post_init__(self):
@@ -79,6 +84,9 @@ class TrainingConfig:
         number("max_minutes", 0.0, low_open=True, optional=True)
         need(self.optimizer in OPTIMIZERS, "optimizer", f"one of {', '.join(OPTIMIZERS)}")
         need(self.format in WEIGHTS_FORMATS, "format", f"one of {', '.join(WEIGHTS_FORMATS)}")
+        need(self.amp in AMP_LEVELS, "amp", f"one of {', '.join(AMP_LEVELS)}")
+        need(self.amp_dtype in AMP_DTYPES, "amp_dtype", f"one of {', '.join(AMP_DTYPES)}")
+        number("loss_scale", 1.0)
         if self.batch_size % self.grad_accum:
             raise TrainingConfigError(f"batch_size {self.batch_size} must be a multiple of grad_accum "
                                       f"{self.grad_accum} (each step's batch is split into equal micro-batches)")

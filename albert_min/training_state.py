@@ -29,8 +29,12 @@ STATE_SCHEMA = {
     "epoch_losses": Field(list, items=float, required=False),  # this epoch's losses so far (resume inside an epoch)
     "settings": Field(dict, required=False),           # the run's settings (absent in older states)
     "inputs": Field(dict, required=False),             # {path: {"size", "sha256"}} of the files the run read
+    "loss_scale": Field(dict, required=False),         # float16 mixed precision: the dynamic loss scale's state
+    "skipped_steps": Field(int, low=0, high=1 << 40, required=False),   # float16: steps skipped for overflow
 }
 RECORD_SCHEMA = {"step": Field(int, low=0, high=1 << 40)}
+LOSS_SCALE_SCHEMA = {"scale": Field(float, low=1.0, high=3.4e38),     # the loss is multiplied by this
+                     "counter": Field(int, low=0, high=1 << 31)}      # finite steps since the scale last grew
 
 
 def file_fingerprint(path) -> dict:
@@ -68,6 +72,8 @@ def read_state(directory) -> dict:
     state = {"best": None, "history": [], "epoch_losses": [], **read_json(path, STATE_SCHEMA)}
     for i, record in enumerate(state["history"]):
         check_fields(path, record, RECORD_SCHEMA, where=f"history[{i}]")
+    if "loss_scale" in state:
+        check_fields(path, state["loss_scale"], LOSS_SCALE_SCHEMA, where="loss_scale")
     if len(state["epoch_losses"]) > state["step"]:
         raise JSONFileError(f"{path}: 'epoch_losses' holds {len(state['epoch_losses'])} losses, more than "
                             f"the {state['step']} steps taken")

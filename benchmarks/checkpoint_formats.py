@@ -78,7 +78,8 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--repeats", type=int, default=5, help="runs per format and model; the median is shown")
     args = p.parse_args(argv)
-    ms.set_device("CPU")
+    from albert_min.device import use_device
+    use_device("CPU")
     print(f"uptime before: {uptime()}")
     models = [("weights/sst2-small", lambda: (load_config(SST2_SMALL), read_checkpoint(weights_file(SST2_SMALL)))),
               ("albert-base-v2-sized (random)", base_sized)]

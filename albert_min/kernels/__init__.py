@@ -81,6 +81,20 @@ def batch_matmul(transpose_b=False):
     return BatchMatMulWithKernels(path, transpose_b) if path else BatchMatMul(transpose_b)
 
 
+def use_mindspore_ops(model):
+    """Swap every compiled-kernel layer inside ``model`` for the MindSpore-ops layer with the same
+    forward. The kernels compute in float32 only (OpenBLAS ``sgemm``), so mixed precision runs
+    on MindSpore's ops (albert_min.mixed_precision)."""
+    plain = {LinearWithKernels: lambda c: Linear(), LayerNormWithKernels: lambda c: LayerNorm(c.eps),
+             SoftmaxWithKernels: lambda c: Softmax(), BatchMatMulWithKernels: lambda c: BatchMatMul(c.transpose_b),
+             GeluNewWithKernels: lambda c: Activation(c.fn)}
+    for _, cell in list(model.cells_and_names()):
+        for name, child in list(cell.name_cells().items()):
+            if type(child) in plain:
+                setattr(cell, name, plain[type(child)](child))
+    return model
+
+
 def activation(name, fn):
     """``fn``, the activation called ``name`` in the config, or a Cell computing it whose gradient
     comes from the kernels (``gelu_new``, the one the ALBERT models use)."""
@@ -89,4 +103,4 @@ def activation(name, fn):
 
 
 __all__ = ["KernelBuildError", "enabled", "library", "linear", "layer_norm", "softmax", "batch_matmul", "activation",
-           "set_blas_threads"]
+           "set_blas_threads", "use_mindspore_ops"]
