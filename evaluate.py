@@ -93,15 +93,7 @@ def build_parser():
                    help="the data's task: a GLUE task, or squad / squad_v2 (a SQuAD .json), race (a RACE split or "
                         "level folder), conll (a CoNLL-2003 file) (default: from a GLUE folder's name, else cls: "
                         "sentence<TAB>label)")
-    squad = p.add_argument_group("SQuAD (--task squad / squad_v2)")
-    squad.add_argument("--doc-stride", type=num.positive_int, default=128,
-                       help="context pieces between the starts of two windows (default: %(default)s)")
-    squad.add_argument("--max-query-length", type=num.positive_int, default=64,
-                       help="question pieces kept (default: %(default)s)")
-    squad.add_argument("--max-answer-length", type=num.positive_int, default=30,
-                       help="longest answer in pieces (default: %(default)s)")
-    squad.add_argument("--null-score-diff-threshold", type=float, default=0.0,
-                       help="v2.0: answer 'no answer' when its score beats the best span's by more (default: %(default)s)")
+    num.add_squad_flags(p, "what train.py used, else {}")
     p.add_argument("--batch-size", type=num.positive_int, default=64,
                    help="examples per forward pass at lengths of 64 and more; shorter buckets take more "
                         "(default: %(default)s)")
@@ -199,6 +191,8 @@ def evaluate(args):
         check_file_target(args.output, predictions_kind(), args.force, protect=(args.data, args.model))
     from albert_min.tasks import get_task, infer_task
     name = args.task or infer_task(args.data)
+    if not name.startswith("squad"):
+        check_no_squad_flags(args, name)
     if name in ("squad", "squad_v2", "race", "conll"):   # tasks that score and write their own predictions
         options = {}
         if name == "squad_v2" and args.output:   # its second file, null_odds.json, is checked as the first
@@ -206,9 +200,8 @@ def evaluate(args):
             check_file_target(null_odds_path(args.output), predictions_kind(), args.force,
                               protect=(args.data, args.model))
         if name.startswith("squad"):
-            options = dict(doc_stride=args.doc_stride, max_query_length=args.max_query_length,
-                           max_answer_length=args.max_answer_length,
-                           null_score_diff_threshold=args.null_score_diff_threshold)
+            from albert_min.tasks.squad_task import options_for
+            options = options_for(args.model, **squad_flags(args))
         return evaluate_task(args, get_task(name, **options))
     registered = get_task(name)
     task = registered.spec   # the GLUE layout, labels and metrics that this script reports
@@ -297,6 +290,20 @@ def evaluate_task(args, task):
         if args.output:
             print(f"\npredictions: {args.output}")
     return metrics
+
+
+def squad_flags(args):
+    from albert_min.tasks.squad_task import OPTION_DEFAULTS
+    return {name: getattr(args, name) for name in OPTION_DEFAULTS}
+
+
+def check_no_squad_flags(args, task_name):
+    """SQuAD's flags given for another task would change nothing: an error naming the flag."""
+    from albert_min.data import DataError
+    given = [name for name, value in squad_flags(args).items() if value is not None]
+    if given:
+        raise DataError(f"--{given[0].replace('_', '-')} is for SQuAD (--task squad or squad_v2), "
+                        f"not --task {task_name}")
 
 
 def check_max_length(max_length, model_dir):
