@@ -1,7 +1,13 @@
-"""Evaluate an ALBERT classifier (or STS-B regressor) on a GLUE task's file (SST-2 dev by default).
+"""Evaluate an ALBERT model on a GLUE task's file (SST-2 dev by default), SQuAD, RACE or CoNLL-2003.
 
     python evaluate.py --model weights/sst2-small --data ../shared/data/sst2/dev.tsv
     python evaluate.py --model weights/stsb-small --data ../shared/data/glue/STS-B/dev.tsv --json
+    python evaluate.py --model weights/squad-small --data ../shared/data/squad/dev-v1.1.json --output predictions.json
+
+SQuAD v1.1/v2.0 (a .json), RACE (a split or level folder) and CoNLL-2003 (an eng.* file) are
+scored with their official metrics, and --output writes their official prediction files
+(predictions.json and null_odds.json; {"high10024.txt": ["C", ...]}; conlleval's columns);
+docs/tasks.md.
 
 The task (--task, else from the folder name, else a generic sentence<TAB>label
 TSV) decides the file layout and GLUE's metrics: Matthews correlation (CoLA),
@@ -88,7 +94,9 @@ def build_parser():
                                     "(default: none; lists the folders ready in weights/)")
     from albert_min.tasks import TASK_NAMES
     p.add_argument("--data", default=os.path.join("..", "shared", "data", "sst2", "dev.tsv"),
-                   help="a GLUE task's TSV in its official layout (default: %(default)s)")
+                   help="a GLUE task's TSV in its official layout, a SQuAD .json (FILE.json:FIRST-LAST: its "
+                        "articles FIRST to LAST), a RACE split or level folder, a CoNLL-2003 eng.* file "
+                        "(default: %(default)s)")
     p.add_argument("--task", choices=[n for n in TASK_NAMES if n not in ("sop", "nsp", "mlm")],
                    help="the data's task: a GLUE task, or squad / squad_v2 (a SQuAD .json), race (a RACE split or "
                         "level folder), conll (a CoNLL-2003 file) (default: from a GLUE folder's name, else cls: "
@@ -100,8 +108,9 @@ def build_parser():
     p.add_argument("--max-length", type=num.max_length, default=None,
                    help="tokens per example incl. [CLS]/[SEP], at most the model's max_position_embeddings "
                         "(default: what train.py used, else 128)")
-    p.add_argument("--output", help="write predictions here in GLUE's submission layout: index<TAB>prediction "
-                                    "(default: none written)")
+    p.add_argument("--output", help="write predictions here in the task's official layout: GLUE's "
+                                    "index<TAB>prediction, SQuAD's predictions.json (v2.0: null_odds.json beside "
+                                    "it), RACE's letters per file, conlleval's columns (default: none written)")
     p.add_argument("--force", action="store_true",
                    help="replace an existing --output file that evaluate.py wrote, never an input or another file (default: refuse)")
     p.add_argument("--json", action="store_true",

@@ -130,3 +130,16 @@ def test_evaluate_refuses_squad_flags_for_another_task(capsys):
     with pytest.raises(SystemExit, match=re.escape(
             "error: --max-query-length is for SQuAD (--task squad or squad_v2), not --task sst2")):
         evaluate.main(["--model", os.path.join(ROOT, "weights", "sst2-small"), "--max-query-length", "16"])
+
+
+def test_max_length_left_out_is_the_tasks_own():
+    """--task squad alone trains 384-piece windows (train.py's 64 would not fit the default stride)."""
+    import train
+    from albert_min.run_config import RunConfig
+    from albert_min.tasks import get_task
+    for name in ("squad", "squad_v2", "race", "conll"):
+        settings = train.parse_args(["--task", name, "--train", "data", "--output", "o"])
+        assert settings.max_length == get_task(name).default_max_length
+    assert train.parse_args(["--train", "t.tsv", "--output", "o"]).max_length == RunConfig.max_length
+    assert train.parse_args(["--task", "squad", "--train", "d.json", "--output", "o", "--max-length", "256",
+                             "--max-query-length", "32"]).max_length == 256
