@@ -112,7 +112,7 @@ def build_parser(parser_class=argparse.ArgumentParser):
     p.add_argument("--max-grad-norm", type=num.positive_float, default=cfg.max_grad_norm, help="global-norm clip")
     p.add_argument("--max-length", type=num.max_length,
                    help=f"tokens per example incl. [CLS]/[SEP] (default: the task's: squad 384, race 512, "
-                        f"conll 128, else {run.max_length})")
+                        f"conll 128, else {run.max_length}; at most the --init or --config model's positions)")
     p.add_argument("--mask-prob", type=num.float_in(0.0, 1.0, low_open=True, high_open=True), default=None,
                    help="pre-training: share of the pieces masked for the MLM loss (None: 0.15, as in BERT "
                         "and ALBERT); held-out MLM accuracy is always measured at 0.15, so runs compare")
@@ -213,7 +213,7 @@ def check_settings(p, args):
         args.task = infer_task(args.train) if args.train else "cls"
     pretraining = args.task in PRETRAINING
     if args.max_length is None:
-        args.max_length = getattr(get_task(args.task), "default_max_length", RunConfig.max_length)
+        args.max_length = default_max_length(p, args)
     if not args.resume:
         if not pretraining and not args.train:
             p.error(f"--task {args.task} needs --train")
@@ -238,6 +238,20 @@ def check_settings(p, args):
     flat = {k: v for k, v in vars(args).items() if k not in ("resume", "force")}
     flat.update(training)
     return from_flat(flat)
+
+
+def default_max_length(p, args):
+    """--max-length left out: the task's default (SQuAD 384, RACE 512, CoNLL 128, else RunConfig's),
+    at most the positions of the --init / --config model (pretrained-small's 128)."""
+    length = getattr(get_task(args.task), "default_max_length", RunConfig.max_length)
+    source = args.init or args.config
+    if source:
+        from albert_min.config import ConfigError, load_config
+        try:
+            length = min(length, load_config(source).max_position_embeddings)
+        except (ConfigError, OSError):
+            pass   # reported by name where the model is built, after the flags are checked
+    return length
 
 
 def check_squad_options(p, args):

@@ -143,3 +143,15 @@ def test_max_length_left_out_is_the_tasks_own():
     assert train.parse_args(["--train", "t.tsv", "--output", "o"]).max_length == RunConfig.max_length
     assert train.parse_args(["--task", "squad", "--train", "d.json", "--output", "o", "--max-length", "256",
                              "--max-query-length", "32"]).max_length == 256
+
+
+def test_max_length_left_out_fits_the_init_models_positions():
+    """RACE's 512 on pretrained-small (128 positions) was an error about a flag the user never gave."""
+    import train
+    from albert_min.config import load_config
+    small = os.path.join(ROOT, "weights", "pretrained-small")
+    positions = load_config(small).max_position_embeddings
+    settings = train.parse_args(["--task", "race", "--train", "d", "--output", "o", "--init", small])
+    assert settings.max_length == positions < 512
+    given = train.parse_args(["--task", "race", "--train", "d", "--output", "o", "--init", small, "--max-length", "96"])
+    assert given.max_length == 96
