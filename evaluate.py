@@ -1,7 +1,13 @@
-"""Evaluate an ALBERT classifier (or STS-B regressor) on a GLUE task's file (SST-2 dev by default).
+"""Evaluate an ALBERT model on a GLUE task's file (SST-2 dev by default), SQuAD, RACE or CoNLL-2003.
 
     python evaluate.py --model weights/sst2-small --data ../shared/data/sst2/dev.tsv
     python evaluate.py --model weights/stsb-small --data ../shared/data/glue/STS-B/dev.tsv --json
+    python evaluate.py --model weights/squad-small --data ../shared/data/squad/dev-v1.1.json --output predictions.json
+
+SQuAD v1.1/v2.0 (a .json), RACE (a split or level folder) and CoNLL-2003 (an eng.* file) are
+scored with their official metrics, and --output writes their official prediction files
+(predictions.json and null_odds.json; {"high10024.txt": ["C", ...]}; conlleval's columns);
+docs/tasks.md.
 
 The task (--task, else from the folder name, else a generic sentence<TAB>label
 TSV) decides the file layout and GLUE's metrics: Matthews correlation (CoLA),
@@ -90,28 +96,23 @@ def build_parser():
                                     "(default: none; lists the folders ready in weights/)")
     from albert_min.tasks import TASK_NAMES
     p.add_argument("--data", default=os.path.join("..", "shared", "data", "sst2", "dev.tsv"),
-                   help="a GLUE task's TSV in its official layout (default: %(default)s)")
+                   help="a GLUE task's TSV in its official layout, a SQuAD .json (FILE.json:FIRST-LAST: its "
+                        "articles FIRST to LAST), a RACE split or level folder, a CoNLL-2003 eng.* file "
+                        "(default: %(default)s)")
     p.add_argument("--task", choices=[n for n in TASK_NAMES if n not in ("sop", "nsp", "mlm")],
                    help="the data's task: a GLUE task, or squad / squad_v2 (a SQuAD .json), race (a RACE split or "
                         "level folder), conll (a CoNLL-2003 file) (default: from a GLUE folder's name, else cls: "
                         "sentence<TAB>label)")
-    squad = p.add_argument_group("SQuAD (--task squad / squad_v2)")
-    squad.add_argument("--doc-stride", type=num.positive_int, default=128,
-                       help="context pieces between the starts of two windows (default: %(default)s)")
-    squad.add_argument("--max-query-length", type=num.positive_int, default=64,
-                       help="question pieces kept (default: %(default)s)")
-    squad.add_argument("--max-answer-length", type=num.positive_int, default=30,
-                       help="longest answer in pieces (default: %(default)s)")
-    squad.add_argument("--null-score-diff-threshold", type=float, default=0.0,
-                       help="v2.0: answer 'no answer' when its score beats the best span's by more (default: %(default)s)")
+    num.add_squad_flags(p, "what train.py used, else {}")
     p.add_argument("--batch-size", type=num.positive_int, default=64,
                    help="examples per forward pass at lengths of 64 and more; shorter buckets take more "
                         "(default: %(default)s)")
     p.add_argument("--max-length", type=num.max_length, default=None,
                    help="tokens per example incl. [CLS]/[SEP], at most the model's max_position_embeddings "
                         "(default: what train.py used, else 128)")
-    p.add_argument("--output", help="write predictions here in GLUE's submission layout: index<TAB>prediction "
-                                    "(default: none written)")
+    p.add_argument("--output", help="write predictions here in the task's official layout: GLUE's "
+                                    "index<TAB>prediction, SQuAD's predictions.json (v2.0: null_odds.json beside "
+                                    "it), RACE's letters per file, conlleval's columns (default: none written)")
     p.add_argument("--force", action="store_true",
                    help="replace an existing --output file that evaluate.py wrote, never an input or another file (default: refuse)")
     p.add_argument("--json", action="store_true",
@@ -204,6 +205,8 @@ def evaluate(args):
         check_file_target(args.output, predictions_kind(), args.force, protect=(args.data, args.model))
     from albert_min.tasks import get_task, infer_task
     name = args.task or infer_task(args.data)
+    if not name.startswith("squad"):
+        check_no_squad_flags(args, name)
     if name in ("squad", "squad_v2", "race", "conll"):   # tasks that score and write their own predictions
         options = {}
         if name == "squad_v2" and args.output:   # its second file, null_odds.json, is checked as the first
@@ -211,9 +214,8 @@ def evaluate(args):
             check_file_target(null_odds_path(args.output), predictions_kind(), args.force,
                               protect=(args.data, args.model))
         if name.startswith("squad"):
-            options = dict(doc_stride=args.doc_stride, max_query_length=args.max_query_length,
-                           max_answer_length=args.max_answer_length,
-                           null_score_diff_threshold=args.null_score_diff_threshold)
+            from albert_min.tasks.squad_task import options_for
+            options = options_for(args.model, **squad_flags(args))
         return evaluate_task(args, get_task(name, **options))
     registered = get_task(name)
     task = registered.spec   # the GLUE layout, labels and metrics that this script reports
@@ -297,6 +299,20 @@ def evaluate_task(args, task):
         if args.output:
             print(f"\npredictions: {args.output}")
     return metrics
+
+
+def squad_flags(args):
+    from albert_min.tasks.squad_task import OPTION_DEFAULTS
+    return {name: getattr(args, name) for name in OPTION_DEFAULTS}
+
+
+def check_no_squad_flags(args, task_name):
+    """SQuAD's flags given for another task would change nothing: an error naming the flag."""
+    from albert_min.data import DataError
+    given = [name for name, value in squad_flags(args).items() if value is not None]
+    if given:
+        raise DataError(f"--{given[0].replace('_', '-')} is for SQuAD (--task squad or squad_v2), "
+                        f"not --task {task_name}")
 
 
 def check_max_length(max_length, model_dir):

@@ -1,14 +1,21 @@
-"""Fine-tune ALBERT on a GLUE task, or pre-train it with MLM + SOP on raw text.
+"""Fine-tune ALBERT on a GLUE task, SQuAD v1.1/v2.0, RACE or CoNLL-2003 NER, or pre-train it
+with MLM + SOP on raw text.
 
 Fine-tuning, from scratch or from a converted checkpoint, on a GLUE task's files
 in their official layout (--task sst2 cola mrpc stsb qqp mnli qnli rte wnli,
-else inferred from the folder name, else `cls`: a sentence<TAB>label TSV):
+else inferred from the folder name, else `cls`: a sentence<TAB>label TSV), or on
+SQuAD's JSON, RACE's folders or CoNLL-2003's files (--task squad squad_v2 race
+conll, else inferred from a .json, a folder holding middle/ or high/, an eng.* file;
+docs/tasks.md):
 
     python train.py --train ../shared/data/sst2/train.tsv --dev ../shared/data/sst2/dev.tsv \\
                     --output weights/sst2-small                       # small model from scratch
     python train.py ... --init weights/albert-base-v2 --output weights/albert-base-sst2
     python train.py --train ../shared/data/glue/STS-B/train.tsv --dev ../shared/data/glue/STS-B/dev.tsv \\
                     --output weights/stsb-small                       # regression, Pearson/Spearman
+    python train.py --train ../shared/data/squad/dev-v1.1.json:1-24 --dev ../shared/data/squad/dev-v1.1.json:25-48 \\
+                    --init weights/pretrained-small --max-length 128 --doc-stride 32 --max-query-length 32 \\
+                    --output weights/squad-small                      # a non-standard split by article
 
 Pre-training with n-gram masked-LM + sentence-order prediction on a text file
 (one sentence per line, blank line between documents); --task nsp uses BERT's
@@ -63,10 +70,13 @@ def build_parser(parser_class=argparse.ArgumentParser):
     p = parser_class(description=__doc__.split("\n\n")[0],
                                 formatter_class=DefaultsHelp)
     p.add_argument("--task", choices=TASK_NAMES,
-                   help="a GLUE task (default: from --train's folder name, else cls: sentence<TAB>label); "
+                   help="a GLUE task, squad / squad_v2, race or conll (default: from --train: a SQuAD .json, a "
+                        "RACE folder, a CoNLL eng.* file, a GLUE folder's name, else cls: sentence<TAB>label); "
                         "or pre-train with sop: MLM+SOP, nsp: MLM+NSP, mlm: MLM only")
-    p.add_argument("--train", help="training TSV in the task's GLUE layout")
-    p.add_argument("--dev", help="dev TSV evaluated after every epoch, same layout; without it the last model is kept")
+    p.add_argument("--train", help="training data in the task's official layout: a GLUE TSV, a SQuAD .json "
+                                   "(FILE.json:FIRST-LAST: its articles FIRST to LAST), a RACE split or level "
+                                   "folder (RACE/train, RACE/train/high), a CoNLL-2003 file (eng.train)")
+    p.add_argument("--dev", help="dev data evaluated after every epoch, same layout; without it the last model is kept")
     p.add_argument("--text", help="raw text for --task sop/nsp/mlm")
     p.add_argument("--tokenizer-text", nargs="+", default=[],
                    help="more text (lines, or a TSV's sentence column) to train a new tokenizer on, e.g. "
@@ -110,11 +120,13 @@ def build_parser(parser_class=argparse.ArgumentParser):
                         "are skipped and counted in the log)")
     p.add_argument("--loss-scale", type=num.float_in(1.0, 2.0 ** 100), default=cfg.loss_scale,
                    help="--amp-dtype float16: the dynamic loss scale's starting value (halved on each overflow)")
-    p.add_argument("--max-length", type=num.max_length, default=run.max_length,
-                   help="tokens per example incl. [CLS]/[SEP]")
+    p.add_argument("--max-length", type=num.max_length,
+                   help=f"tokens per example incl. [CLS]/[SEP] (default: the task's: squad 384, race 512, "
+                        f"conll 128, else {run.max_length}; at most the --init or --config model's positions)")
     p.add_argument("--mask-prob", type=num.float_in(0.0, 1.0, low_open=True, high_open=True), default=None,
                    help="pre-training: share of the pieces masked for the MLM loss (None: 0.15, as in BERT "
                         "and ALBERT); held-out MLM accuracy is always measured at 0.15, so runs compare")
+    num.add_squad_flags(p, "{}")
     p.add_argument("--max-steps", type=num.positive_int, default=cfg.max_steps,
                    help="stop after this many steps; also the length of the LR schedule when shorter than --epochs")
     p.add_argument("--max-minutes", type=num.positive_float, default=cfg.max_minutes,
@@ -210,9 +222,13 @@ def resumed_settings(settings, given):
 
 def check_settings(p, args):
     """The checks between flags, and the typed config they make."""
+    # --resume alone: the task is the saved run's, checked when its settings are read (resumed_settings)
+    task_known = args.task is not None or not args.resume
     if args.task is None:
         args.task = infer_task(args.train) if args.train else "cls"
     pretraining = args.task in PRETRAINING
+    if args.max_length is None:
+        args.max_length = default_max_length(p, args)
     if not args.resume:
         if not pretraining and not args.train:
             p.error(f"--task {args.task} needs --train")
@@ -220,8 +236,10 @@ def check_settings(p, args):
             p.error(f"--task {args.task} needs --text")
     if pretraining and args.max_length < 5:
         p.error(f"--task {args.task} needs --max-length >= 5 ([CLS] a [SEP] b [SEP])")
-    if not pretraining and args.mask_prob is not None:
+    if task_known and not pretraining and args.mask_prob is not None:
         p.error(f"--mask-prob is for pre-training (--task sop, nsp or mlm), not --task {args.task}")
+    if task_known:
+        check_squad_options(p, args)
     if args.init or args.config:
         ignored = ["--" + name.replace("_", "-") for name in SIZE_FLAGS if getattr(args, name) != p.get_default(name)]
         if ignored:
@@ -235,6 +253,40 @@ def check_settings(p, args):
     flat = {k: v for k, v in vars(args).items() if k not in ("resume", "force")}
     flat.update(training)
     return from_flat(flat)
+
+
+def default_max_length(p, args):
+    """--max-length left out: the task's default (SQuAD 384, RACE 512, CoNLL 128, else RunConfig's),
+    at most the positions of the --init / --config model (pretrained-small's 128)."""
+    length = getattr(get_task(args.task), "default_max_length", RunConfig.max_length)
+    source = args.init or args.config
+    if source:
+        from albert_min.config import ConfigError, load_config
+        try:
+            length = min(length, load_config(source).max_position_embeddings)
+        except (ConfigError, OSError):
+            pass   # reported by name where the model is built, after the flags are checked
+    return length
+
+
+def check_squad_options(p, args):
+    """SQuAD's flags: refused for another task; for SQuAD, the defaults filled in (so the run
+    records them, and a --resume given another value is refused) and the windows checked."""
+    from albert_min.data import DataError
+    from albert_min.tasks.squad_task import OPTION_DEFAULTS
+    squad = args.task in ("squad", "squad_v2")
+    for name, default in OPTION_DEFAULTS.items():
+        if getattr(args, name) is None:
+            setattr(args, name, default if squad else None)
+        elif not squad:
+            p.error(f"{flag_name(name)} is for SQuAD (--task squad or squad_v2), not --task {args.task}")
+    if squad:
+        try:
+            get_task(args.task, **{name: getattr(args, name) for name in OPTION_DEFAULTS}).window_config(
+                args.max_length)
+        except DataError as err:
+            p.error(f"--doc-stride {args.doc_stride} with --max-length {args.max_length} and --max-query-length "
+                    f"{args.max_query_length}: {err}")
 
 
 def check_data_parallel(batch_size):

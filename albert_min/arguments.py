@@ -1,6 +1,7 @@
 """argparse value types for the scripts' numeric flags: a bad number is a one-line
 usage error (exit 2) naming the flag, never a run that silently does something else.
-And the scripts' side of --device (``use_device_flag``)."""
+Also the flags train.py and evaluate.py share (SQuAD's windows and decoding), and the scripts'
+side of --device (``use_device_flag``)."""
 
 import argparse
 import math
@@ -50,6 +51,26 @@ probability = float_in(0.0, 1.0, high_open=True)     # a dropout rate: 0 <= p < 
 fraction = float_in(0.0, 1.0)                        # e.g. the warm-up share of the steps
 seed = int_at_least(0, 2**31 - 1)
 max_length = int_at_least(3, 1 << 20)                # [CLS] + at least one piece + [SEP]
+finite_float = float_in(-math.inf, None)
+
+
+def add_squad_flags(parser, default_from):
+    """SQuAD's options (``tasks.squad_task.OPTION_DEFAULTS``) as flags, all defaulting to None:
+    the script fills in the defaults ``default_from`` says (a phrase with ``{}`` for the task's
+    default: train.py's "{}", evaluate.py's "what train.py used, else {}") and refuses them for
+    another task."""
+    from .tasks.squad_task import OPTION_DEFAULTS as d
+    group = parser.add_argument_group("SQuAD (--task squad / squad_v2)")
+    group.add_argument("--doc-stride", type=positive_int,
+                       help=f"context pieces from one window's start to the next (default: "
+                            f"{default_from.format(d['doc_stride'])}); at most --max-length - --max-query-length - 3")
+    group.add_argument("--max-query-length", type=positive_int,
+                       help=f"question pieces kept (default: {default_from.format(d['max_query_length'])})")
+    group.add_argument("--max-answer-length", type=positive_int,
+                       help=f"longest answer in pieces (default: {default_from.format(d['max_answer_length'])})")
+    group.add_argument("--null-score-diff-threshold", type=finite_float,
+                       help="v2.0: answer 'no answer' when its score beats the best span's by more "
+                            f"(default: {default_from.format(d['null_score_diff_threshold'])})")
 
 
 def os_error_text(err: OSError) -> str:

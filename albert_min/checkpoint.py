@@ -211,13 +211,18 @@ def load_model_dir(model, directory, allow_missing=()):
     return model
 
 
-SETTINGS_SCHEMA = {"task": Field(str, required=False), "max_length": Field(int, low=3, high=1 << 20)}
+SETTINGS_SCHEMA = {"task": Field(str, required=False), "max_length": Field(int, low=3, high=1 << 20),
+                   # a SQuAD model's windows and decoding (tasks.squad_task.OPTION_DEFAULTS)
+                   **{name: Field(int, low=1, high=1 << 20, required=False)
+                      for name in ("doc_stride", "max_query_length", "max_answer_length")},
+                   "null_score_diff_threshold": Field(float, required=False)}
 # Folders written before training_settings.json kept max_length in train_metrics.json.
 OLD_METRICS_SCHEMA = {"max_length": Field(int, low=3, high=1 << 20, required=False)}
 
 
 def training_settings(model_dir) -> dict:
-    """How train.py trained the model in ``model_dir``: ``{"task", "max_length"}`` from its
+    """How train.py trained the model in ``model_dir``: ``{"task", "max_length"}`` (and a SQuAD
+    model's window and decoding options) from its
     ``training_settings.json``, or from an older folder's ``train_metrics.json``; {} if neither says.
     A file that is not what train.py writes is a JSONFileError naming the file and key."""
     path = os.path.join(model_dir, SETTINGS_FILE)

@@ -11,8 +11,13 @@ import os
 from typing import Optional
 
 from .errors import AlbertMinError
+from .tasks.squad_task import OPTION_DEFAULTS
 from .training_config import EXTENDABLE, PRESENTATION, TrainingConfig
 from .training_state import file_fingerprint
+
+
+# RunConfig's fields that are SquadTask's options (train.py refuses them for other tasks)
+SQUAD_OPTIONS = tuple(OPTION_DEFAULTS)
 
 
 class ResumeError(AlbertMinError):
@@ -40,6 +45,11 @@ class RunConfig:
     dropout: Optional[float] = None            # None: 0.1 from scratch, else the config's own
     max_length: int = 64                       # pieces per example, [CLS]/[SEP] included
     mask_prob: Optional[float] = None          # pre-training's masked share (None: 0.15)
+    # SQuAD's windows and dev decoding (tasks.squad_task.OPTION_DEFAULTS); None for other tasks
+    doc_stride: Optional[int] = None           # context pieces from one window's start to the next
+    max_query_length: Optional[int] = None     # question pieces kept
+    max_answer_length: Optional[int] = None    # longest answer, in pieces, decoded on dev
+    null_score_diff_threshold: Optional[float] = None   # v2.0: "" when the null score beats the best span by more
     data_parallel: bool = False                # one worker of an msrun job
     device: Optional[str] = None               # CPU, GPU or Ascend (None: $ALBERT_MIN_DEVICE, else CPU); where
                                                # this process runs, not a setting of the run: not saved, and a
@@ -53,6 +63,11 @@ class RunConfig:
     def run_settings(self) -> dict:
         """The settings besides the Trainer's and the device (those the state records as "run")."""
         return {k: v for k, v in self.to_dict().items() if k not in ("training", "device")}
+
+    def task_options(self) -> dict:
+        """The task's own settings, as ``get_task`` takes them (those given: not None)."""
+        names = ("mask_prob", *SQUAD_OPTIONS)
+        return {name: getattr(self, name) for name in names if getattr(self, name) is not None}
 
     def input_files(self) -> list:
         """The files the run reads (a model folder: the files that make its model)."""

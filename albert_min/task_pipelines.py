@@ -71,14 +71,15 @@ class QuestionAnsweringPipeline:
 
     ``max_length``: window length (default: what training used, else 384, never past the
     model's positions); ``doc_stride``, ``max_query_length``, ``max_answer_length``, ``n_best``:
-    as ``SquadTask``'s options.
+    as ``SquadTask``'s options (default: what training used, else the task's defaults).
     """
 
     def __init__(self, model_dir, batch_size=64, max_length=None, use_jit=True, **options):
         from .modeling import AlbertForQuestionAnswering
-        from .tasks.squad_task import SquadTask
+        from .tasks.squad_task import SquadTask, options_for
         self.model, self.tokenizer = _load(model_dir, AlbertForQuestionAnswering, batch_size)
-        self.task = SquadTask("squad", **options)
+        n_best = {"n_best": options.pop("n_best")} if "n_best" in options else {}
+        self.task = SquadTask("squad", **options_for(model_dir, **options), **n_best)
         self.max_length = min(max_length or training_max_length(model_dir, default=SquadTask.default_max_length),
                               self.model.config.max_position_embeddings)
         self.task.window_config(self.max_length)   # a stride that does not fit: an error now

@@ -146,7 +146,7 @@ def train_run(settings, resume=False, force=False):
 def run_task(settings, resume, parallel, workdir):
     from .modeling import count_parameters
     from .trainer import Trainer
-    task = get_task(settings.task, **({"mask_prob": settings.mask_prob} if settings.mask_prob else {}))
+    task = get_task(settings.task, **settings.task_options())
     model_config = model_config_from_flags(settings)   # checked before the slow work (tokenizer, features)
     train_examples = task.read(settings.train if "train" in task.inputs else settings.text)
     dev_examples = task.read(settings.dev) if settings.dev and "dev" in task.inputs else None

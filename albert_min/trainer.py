@@ -249,7 +249,7 @@ class Trainer:
             self.state["best"] = score
         if not self.parallel.writes:
             return
-        settings = {"task": self.task.name, "max_length": self.train.max_length}
+        settings = {"task": self.task.name, "max_length": self.train.max_length, **self.task.options()}
         save_model_dir(self.model, self.config.output, spiece_model=self.tokenizer_file, overwrite=True,
                        protect=self.protect, extra_files={TRAIN_METRICS_FILE: lambda path: write_json(path, record),
                                                           SETTINGS_FILE: lambda path: write_json(path, settings)},

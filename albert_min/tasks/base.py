@@ -72,6 +72,12 @@ class Task:
     inputs = ("train", "dev")
     pretraining = False
 
+    def options(self) -> dict:
+        """The task's own settings (``get_task``'s keyword arguments) that a model folder records
+        beside its task and max_length (training_settings.json), for those that evaluation must
+        repeat (SQuAD's windows); {} by default."""
+        return {}
+
     # ------------------------------------------------------------------ files
     def read(self, path: str):
         """The examples of the data file ``path``; DataError naming ``path:line`` on a bad row,

@@ -20,6 +20,10 @@ from . import predicting, squad, squad_decode, squad_metric
 from .base import Prepared, Task, finite_or_worst, shuffled_batches
 from .files import write_json
 
+# SquadTask's options and their defaults; train.py and evaluate.py have a flag of each name
+# (--doc-stride ...), and a model folder's training_settings.json records those it was trained with.
+OPTION_DEFAULTS = {"doc_stride": 128, "max_query_length": 64, "max_answer_length": 30,
+                   "null_score_diff_threshold": 0.0}
 ARTICLE_RANGE = re.compile(r"^(?P<path>.+):(?P<first>\d+)-(?P<last>\d+)$")
 
 
@@ -100,8 +104,10 @@ class SquadTask(Task):
     head_prefixes = ("qa_outputs.",)
     default_max_length = 384
 
-    def __init__(self, name="squad", doc_stride=128, max_query_length=64, max_answer_length=30,
-                 null_score_diff_threshold=0.0, n_best=20):
+    def __init__(self, name="squad", doc_stride=OPTION_DEFAULTS["doc_stride"],
+                 max_query_length=OPTION_DEFAULTS["max_query_length"],
+                 max_answer_length=OPTION_DEFAULTS["max_answer_length"],
+                 null_score_diff_threshold=OPTION_DEFAULTS["null_score_diff_threshold"], n_best=20):
         if name not in ("squad", "squad_v2"):
             raise DataError(f"unknown SQuAD task {name!r}; choose squad (v1.1) or squad_v2 (v2.0)")
         for option, value in (("doc_stride", doc_stride), ("max_query_length", max_query_length),
@@ -114,6 +120,13 @@ class SquadTask(Task):
         self.doc_stride, self.max_query_length = doc_stride, max_query_length
         self.decoding = squad_decode.DecodeConfig(n_best, max_answer_length, float(null_score_diff_threshold),
                                                   self.version_2)
+
+    def options(self):
+        """The options a model folder records (``OPTION_DEFAULTS``' names), so that evaluation
+        and ``pipeline()`` cut and decode windows as training did (``options_for``)."""
+        return {"doc_stride": self.doc_stride, "max_query_length": self.max_query_length,
+                "max_answer_length": self.decoding.max_answer_length,
+                "null_score_diff_threshold": self.decoding.null_score_diff_threshold}
 
     # ------------------------------------------------------------------ files
     def read(self, path):
@@ -217,6 +230,21 @@ class SquadTask(Task):
 
     def selection_score(self, metrics):
         return finite_or_worst(metrics.get("dev_f1"))
+
+
+def options_for(model_dir, **given):
+    """SquadTask's options for the model in ``model_dir``: each one ``given`` (not None), else the
+    one it was trained with (its training_settings.json), else ``OPTION_DEFAULTS``'."""
+    from ..checkpoint import training_settings
+    trained = training_settings(model_dir)
+    options = {}
+    for name, default in OPTION_DEFAULTS.items():
+        value = given.get(name)
+        options[name] = value if value is not None else trained.get(name, default)
+    unknown = sorted(set(given) - set(OPTION_DEFAULTS))
+    if unknown:
+        raise DataError(f"unknown SQuAD options {unknown}; choose from {', '.join(OPTION_DEFAULTS)}")
+    return options
 
 
 def is_percentage(key):
