@@ -9,20 +9,23 @@ metrics), timing each phase; "cold" starts with an empty compile cache, "warm"
 reuses the one the cold run left. Variants differ only in the graph shapes the
 prediction compiles:
 
-* buckets:     today's ``predict_logits``: rows padded to 16/32/64 tokens (3 graphs)
-* buckets-plain: buckets with ALBERT_MIN_KERNELS=off (the layers without the training kernels)
+* dynamic:     evaluate.py's path (``classify.predict_logits``): one graph with dynamic
+               batch and length (``classify.dynamic_graph``, ``mindspore.enable_dynamic``),
+               batches of 64 sorted rows padded to a multiple of 8
+* set-inputs:  the same through ``Cell.set_inputs(Tensor(shape=[None, None]))`` on the model
+* dynamic-buckets: the dynamic graph fed the bucketed batches below
+* buckets:     the path before: rows padded to 16/32/64 tokens, short buckets in bigger
+               batches (``data.bucketed_eval_batches``; 3 static graphs)
 * buckets-32:  rows padded to 32/64 (2 graphs)
 * bucket-64:   every row padded to 64 (1 graph)
-* dynamic:     one graph with dynamic batch and length (``Cell.set_inputs`` with
-               ``Tensor(shape=[None, None])``), batches of 64 padded to a multiple of 8
-* dynamic-buckets: the same dynamic graph fed today's bucketed batches
-* auto:        ``mindspore.jit(dynamic=1)`` on today's bucketed batches (MindSpore
-               compiles a static graph, then a dynamic one when the shape changes)
+* auto:        ``mindspore.jit(dynamic=1)`` on the bucketed batches (MindSpore compiles
+               a static graph, then a dynamic one when the shape changes)
 
 Variants run alternately (cold, then warm, per variant, per repeat) so they share
 the machine's load, which is printed with ``uptime`` before and after. "steady" is
-a second prediction in the warm process; "max |dp|" is the largest difference of
-any probability from the buckets variant's (padding must change none).
+a second prediction in the same process (cold and warm runs); "max |dp|" is the
+largest difference of any probability from the buckets variant's (padding must
+change none beyond rounding).
 MindSpore runs with --threads kernel threads (1, as benchmarks/speed.py).
 """
 
@@ -39,7 +42,7 @@ sys.path.insert(0, ROOT)
 
 MODEL = os.path.join(ROOT, "weights", "sst2-small")
 DEV = os.path.join(os.path.dirname(ROOT), "shared", "data", "sst2", "dev.tsv")
-VARIANTS = ("buckets", "buckets-plain", "buckets-32", "bucket-64", "dynamic", "dynamic-buckets", "auto")
+VARIANTS = ("dynamic", "buckets", "set-inputs", "dynamic-buckets", "buckets-32", "bucket-64", "auto")
 PHASES = ("read", "build", "load", "tokenizer", "tokenise", "first_calls", "predict", "metrics")
 
 
@@ -47,17 +50,20 @@ PHASES = ("read", "build", "load", "tokenizer", "tokenise", "first_calls", "pred
 def batches_and_graph(variant, model, ids, batch_size, max_length):
     """(batches as (indices, rows, num_rows, length), the forward callable, the shapes keying the cache)."""
     import mindspore as ms
-    from albert_min.classify import compiled
+    from albert_min.classify import DYNAMIC_SHAPE, compiled, dynamic_graph
     from albert_min.data import bucketed_eval_batches, eval_batches
-    if variant.startswith("dynamic"):
-        dynamic = ms.Tensor(shape=[None, None], dtype=ms.int32)
-        model.set_inputs(dynamic, dynamic, dynamic)
-        forward = ms.jit(model.construct)
-        if variant == "dynamic":
-            batches = [(idx, rows, None, None) for idx, rows in eval_batches(ids, batch_size)]
+    if variant in ("dynamic", "set-inputs", "dynamic-buckets"):
+        if variant == "set-inputs":
+            dynamic = ms.Tensor(shape=[None, None], dtype=ms.int32)
+            model.set_inputs(dynamic, dynamic, dynamic)
+            forward = ms.jit(model.construct)
         else:
+            forward = dynamic_graph(model)
+        if variant == "dynamic-buckets":
             batches = list(bucketed_eval_batches(ids, batch_size, max_length))
-        return batches, forward, [[None, None]]
+        else:
+            batches = [(idx, rows, None, None) for idx, rows in eval_batches(ids, batch_size)]
+        return batches, forward, [list(DYNAMIC_SHAPE)]
     smallest = {"buckets-32": 32, "bucket-64": 64}.get(variant, 16)
     batches = list(bucketed_eval_batches(ids, batch_size, max_length, smallest=smallest))
     forward = ms.jit(model.construct, dynamic=1) if variant == "auto" else compiled(model)
@@ -80,7 +86,7 @@ def worker(variant, model_dir, data, cache, threads, logits_path):
     ms.set_device("CPU")
     from albert_min.training import set_cpu_threads
     set_cpu_threads(threads)
-    from albert_min import glue
+    from albert_min import glue, kernels
     from albert_min.checkpoint import load_model_dir, training_max_length
     from albert_min.classify import compile_cache, predict_logits
     from albert_min.config import load_config
@@ -93,7 +99,8 @@ def worker(variant, model_dir, data, cache, threads, logits_path):
     registered = get_task("sst2")
     examples = registered.read(data)
     lap("read")
-    model = AlbertForSequenceClassification(load_config(model_dir))
+    with kernels.forward_only():     # as evaluate.py builds it
+        model = AlbertForSequenceClassification(load_config(model_dir))
     lap("build")
     load_model_dir(model, model_dir)
     lap("load")
@@ -129,11 +136,11 @@ def worker(variant, model_dir, data, cache, threads, logits_path):
     t0 = time.perf_counter()
     run_batches({"first_calls": 0.0, "predict": 0.0})
     steady = time.perf_counter() - t0
-    if variant in ("buckets", "buckets-plain"):    # the library's own path must compute the same
+    if variant == "dynamic":    # the library's own path must compute the same
         again, _ = predict_logits(model, tokenizer, examples.texts, None, batch_size, max_length, progress=False)
-        assert np.abs(again - logits).max() == 0.0
+        assert np.abs(again - logits).max() == 0.0, np.abs(again - logits).max()
     print(json.dumps({"end_to_end": end_to_end, "steady": steady, "examples": len(ids),
-                      "graphs": len(shapes) if shapes != [[None, None]] else 1,
+                      "graphs": 2 if variant == "auto" else len(shapes),
                       "batch_shapes": len({(b[2] or len(b[1]), b[3] or -(-max(map(len, b[1])) // 8) * 8)
                                            for b in batches}),
                       "accuracy": metrics["accuracy"], **times}))
@@ -143,7 +150,7 @@ def worker(variant, model_dir, data, cache, threads, logits_path):
 def run_worker(variant, cache, threads, logits_path):
     proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", variant, MODEL, DEV, cache,
                            str(threads), logits_path], cwd=ROOT, capture_output=True, text=True,
-                          env=dict(os.environ, GLOG_v="3", ALBERT_MIN_KERNELS="off" if "plain" in variant else "on"))
+                          env=dict(os.environ, GLOG_v="3"))
     if proc.returncode:
         sys.exit(f"error: variant {variant} failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
