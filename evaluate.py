@@ -193,7 +193,6 @@ def main(argv=None):
 def evaluate(args):
     import numpy as np
     from albert_min.checkpoint import CheckpointError
-    from albert_min.checkpoint import training_max_length
     from albert_min.data import DataError
     from albert_min import glue
     if not os.path.isdir(args.model):
@@ -226,13 +225,9 @@ def evaluate(args):
     if examples.labels is None and not args.output:
         raise DataError(f"{args.data} has no labels to score; pass --output to write its predictions")
     from albert_min.device import applies_cpu_only_parts
-    from albert_min.modeling import AlbertForSequenceClassification
     from albert_min.classify import predict_logits, default_compile_cache
-    from tokenizer import AlbertTokenizer
-    model = AlbertForSequenceClassification.from_pretrained(args.model)
+    model, tokenizer, max_length = load_classifier(args.model, args.max_length)
     registered.check_model(model.config, examples, args.model)
-    tokenizer = AlbertTokenizer.from_pretrained(args.model)
-    max_length = min(args.max_length or training_max_length(args.model), model.config.max_position_embeddings)
     # The cache is a CPU-only part: its key does not name the device, and it was checked on CPU alone.
     keep_graphs = applies_cpu_only_parts(args.device) and not args.no_compile_cache
     logits, seconds = predict_logits(model, tokenizer, examples.texts, examples.text_pairs, args.batch_size,
@@ -263,17 +258,33 @@ def evaluate(args):
     return metrics
 
 
+def load_classifier(model_dir, max_length=None):
+    """(model, tokenizer, max_length) as evaluate.py predicts a GLUE file with them (benchmarks/speed.py
+    times this too): the truncation length is ``max_length``, else what train.py used, within the
+    model's positions. The model only predicts, so it is built without the training kernels
+    (``kernels.forward_only``: the same forward, and no compiler run on a machine's first evaluation)."""
+    from albert_min import kernels
+    from albert_min.checkpoint import training_max_length
+    from albert_min.modeling import AlbertForSequenceClassification
+    from tokenizer import AlbertTokenizer
+    with kernels.forward_only():
+        model = AlbertForSequenceClassification.from_pretrained(model_dir)
+    tokenizer = AlbertTokenizer.from_pretrained(model_dir)
+    return model, tokenizer, min(max_length or training_max_length(model_dir), model.config.max_position_embeddings)
+
+
 def evaluate_task(args, task):
     """SQuAD, RACE and CoNLL-2003: the task reads, predicts (streaming), scores with its official
     metric and writes its official prediction file (``albert_min/tasks/base.py``)."""
     import time
-    from albert_min import modeling
+    from albert_min import kernels, modeling
     from albert_min.checkpoint import training_max_length
     from tokenizer import AlbertTokenizer
     if args.max_length is not None:
         check_max_length(args.max_length, args.model)
     examples = task.read(args.data)
-    model = getattr(modeling, task.model_class).from_pretrained(args.model)
+    with kernels.forward_only():   # it only predicts: no kernels to build (see load_classifier)
+        model = getattr(modeling, task.model_class).from_pretrained(args.model)
     model.set_train(False)
     task.check_model(model.config, examples, args.model)
     tokenizer = AlbertTokenizer.from_pretrained(args.model)

@@ -1,4 +1,4 @@
-"""Sentence classification in eval mode: batched, bucketed prediction (metrics: albert_min.glue)."""
+"""Sentence classification in eval mode: batched prediction, one dynamic-shape graph (metrics: albert_min.glue)."""
 
 import contextlib
 import hashlib
@@ -11,9 +11,10 @@ import weakref
 
 import numpy as np
 import mindspore as ms
+from mindspore import nn
 from tqdm import tqdm
 
-from .data import bucketed_eval_batches, encode_examples, eval_batches, pad_with_types
+from .data import encode_examples, eval_batches, pad_with_types
 
 
 _GRAPHS = weakref.WeakKeyDictionary()
@@ -23,15 +24,49 @@ def compiled(cell, use_jit=True):
     """The cell's forward as a MindSpore graph (``mindspore.jit``) or plain PyNative.
 
     Graph mode compiles once per distinct input shape (about 1.5 s each for
-    the small model on 2 cores), which is why ``predict`` pads to a few
-    bucket lengths. The graph is kept per cell, so
-    train.py's repeated dev evaluations do not compile it again.
+    the small model on 2 cores), so callers pad to few shapes (sentence
+    classification uses ``dynamic_graph`` instead). The graph is kept per cell,
+    so repeated evaluations do not compile it again.
     """
     if not use_jit:
         return cell
     if cell not in _GRAPHS:
         _GRAPHS[cell] = ms.jit(cell.construct)
     return _GRAPHS[cell]
+
+
+_DYNAMIC_GRAPHS = weakref.WeakKeyDictionary()
+
+
+class _DynamicForward(nn.Cell):
+    """The classifier's forward in a Cell of its own, whose inputs are declared dynamic
+    (``set_inputs``) without touching the classifier, which train.py goes on training."""
+
+    def __init__(self, classifier):
+        super().__init__(auto_prefix=False)        # the classifier's parameter names stay as they are
+        self.classifier = classifier
+        ids = ms.Tensor(shape=[None, None], dtype=ms.int32)   # (B, S), both free
+        self.set_inputs(ids, ids, ids)
+
+    def construct(self, input_ids, token_type_ids, attention_mask):
+        return self.classifier(input_ids, token_type_ids, attention_mask)
+
+
+def dynamic_graph(classifier):
+    """``classifier``'s forward, ``(input_ids, token_type_ids, attention_mask)`` int32 ``[B, S]`` ->
+    logits, as one MindSpore graph for every batch size and length (``Cell.set_inputs`` with
+    ``Tensor(shape=[None, None])``).
+
+    One compile instead of one per padded shape: evaluate.py on SST-2 dev compiled
+    three bucket shapes (16/32/64 tokens), and the dynamic graph predicts about as
+    fast (benchmarks/evaluate_startup.py, docs/speed.md). ``mindspore.enable_dynamic``
+    declares the same, but its graph loaded from the compile cache gave NaN logits
+    (MindSpore 2.10 CPU). Kept per model, so train.py's repeated dev evaluations
+    compile it once.
+    """
+    if classifier not in _DYNAMIC_GRAPHS:
+        _DYNAMIC_GRAPHS[classifier] = ms.jit(_DynamicForward(classifier).construct)
+    return _DYNAMIC_GRAPHS[classifier]
 
 
 def default_compile_cache():
@@ -41,6 +76,7 @@ def default_compile_cache():
 
 
 _CACHE_USED = False
+DYNAMIC_SHAPE = (None, None)   # the (B, S) that keys dynamic_graph's cache folder
 
 
 def cache_key(config, shapes):
@@ -109,28 +145,23 @@ def predict_logits(model, tokenizer, texts, text_pairs=None, batch_size=64, max_
     input order (pairs as ``[CLS] a [SEP] b [SEP]`` with token type ids 0 / 1).
     For a regression model (num_labels = 1) column 0 is the predicted score.
 
-    Graph mode pads to bucket lengths (16/32/64/128, see
-    ``bucketed_eval_batches``) to compile few shapes; ``cache_dir`` keeps
-    those graphs on disk for the next process (``compile_cache``). Padding
-    changes no logit: padded keys get exactly zero attention.
+    Graph mode compiles one graph with a dynamic batch and length
+    (``dynamic_graph``); ``cache_dir`` keeps it on disk for the next process
+    (``compile_cache``). Rows sorted by length go in batches of ``batch_size``,
+    each padded to its longest row rounded up to 8. Padding changes no logit:
+    padded keys get exactly zero attention.
     Returns (logits, seconds spent).
     """
     model.set_train(False)
-    forward = compiled(model, use_jit)
+    forward = dynamic_graph(model) if use_jit else model
     ids, types = encode_examples(tokenizer, texts, text_pairs, max_length)
     logits = np.zeros((len(texts), model.config.num_labels), np.float32)
-    if use_jit:
-        batches = list(bucketed_eval_batches(ids, batch_size, max_length))
-    else:                                                # PyNative: shapes cost nothing, padding does
-        batches = [(idx, rows, None, None) for idx, rows in eval_batches(ids, batch_size)]
-    shapes = [list(s) for s in dict.fromkeys((b[2], b[3]) for b in batches)]
     start = time.perf_counter()
-    with compile_cache(cache_dir if use_jit else None, model, shapes), \
+    with compile_cache(cache_dir if use_jit else None, model, [DYNAMIC_SHAPE]), \
             tqdm(total=len(texts), desc="evaluating", unit="ex", disable=not progress) as bar:
-        for idx, rows, num_rows, length in batches:
-            batch = pad_with_types(rows, [types[i] for i in idx], tokenizer.pad_token_id,
-                                   length=length, num_rows=num_rows)
-            logits[idx] = forward(*[ms.Tensor(x) for x in batch]).asnumpy()[:len(idx)]
+        for idx, rows in eval_batches(ids, batch_size):
+            batch = pad_with_types(rows, [types[i] for i in idx], tokenizer.pad_token_id)
+            logits[idx] = forward(*[ms.Tensor(x) for x in batch]).asnumpy()
             bar.update(len(idx))
     return logits, time.perf_counter() - start
 

@@ -147,11 +147,12 @@ def bucket_length(n, max_length, smallest=16):
     return min(length, max(max_length, n))
 
 
-def bucketed_eval_batches(encoded, batch_size, max_length):
+def bucketed_eval_batches(encoded, batch_size, max_length, smallest=16):
     """Batches with few distinct shapes, for compiled graphs: yields (indices, rows, num_rows, length).
 
-    Rows sorted by length are padded to ``bucket_length`` (16/32/64/128...),
-    so a graph mode run compiles 3-4 shapes instead of one per multiple of 8.
+    Rows sorted by length are padded to ``bucket_length`` (16/32/64/128..., from
+    ``smallest``), so a graph mode run compiles 3-4 shapes instead of one per
+    multiple of 8 (fewer, larger buckets measured slower: docs/speed.md).
     Short buckets take more rows (``batch_size * 64 // length``), keeping
     about the same tokens per batch. Every batch of a bucket has ``num_rows``
     rows: the last one is topped up with filler rows (``pad_batch(num_rows=)``),
@@ -160,7 +161,7 @@ def bucketed_eval_batches(encoded, batch_size, max_length):
     order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
     buckets = {}
     for i in order:
-        buckets.setdefault(bucket_length(len(encoded[i]), max_length), []).append(i)
+        buckets.setdefault(bucket_length(len(encoded[i]), max_length, smallest), []).append(i)
     for length, members in buckets.items():          # ascending: dicts keep insertion order
         full = batch_size * max(1, 64 // length)
         num_rows = min(full, -(-len(members) // 8) * 8)

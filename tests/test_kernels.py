@@ -162,6 +162,29 @@ def test_off_switch_gives_mindspores_own_ops(monkeypatch):
     assert type(kernels.linear()) is Linear and type(kernels.layer_norm(1e-12)) is LayerNorm
 
 
+def test_a_model_built_forward_only_has_no_kernels_and_predicts_the_same(library):
+    """evaluate.py builds its model in kernels.forward_only(): no kernel build, the same outputs."""
+    config = AlbertConfig.from_json_file(os.path.join(ROOT, "weights", "sst2-small", "config.json"))
+    ms.set_seed(3)
+    trained = AlbertForSequenceClassification(config)
+    with kernels.forward_only():
+        assert kernels.library() is None
+        predicting = AlbertForSequenceClassification(config)
+    assert kernels.library() == library                                 # switched back on after the block
+    assert isinstance(trained.albert.encoder.embedding_hidden_mapping_in.linear, LinearWithKernels)
+    assert type(predicting.albert.encoder.embedding_hidden_mapping_in.linear) is Linear
+    ms.load_param_into_net(predicting, {p.name: p for p in trained.get_parameters()})
+    ids = np.random.default_rng(0).integers(5, config.vocab_size, (8, 24)).astype(np.int32)
+    mask = np.ones_like(ids)
+    mask[3:, 17:] = 0
+    outputs = []
+    for model in (trained, predicting):
+        model.set_train(False)
+        outputs.append(ms.jit(model.construct)(ms.Tensor(ids), ms.Tensor(np.zeros_like(ids)),
+                                               ms.Tensor(mask)).asnumpy())
+    assert np.array_equal(outputs[0], outputs[1])
+
+
 def test_without_a_compiler_the_layers_fall_back_after_one_line(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("ALBERT_MIN_CACHE", str(tmp_path))            # a cache root not tried yet
     monkeypatch.setenv("CXX", "no-such-compiler-albert-min")

@@ -6,10 +6,12 @@ return what a layer computes with:
 MindSpore's own ops, or the same forward whose gradient comes from
 ``backward.cc``, compiled on first use (``build.py``). Without a compiler or
 BLAS the layers use MindSpore's ops, after a one-line notice;
-``ALBERT_MIN_KERNELS=off`` asks for them, and they are used on CPU only
+``ALBERT_MIN_KERNELS=off`` asks for them, and so does ``forward_only()`` for the
+layers built inside it (a model that only predicts); they are used on CPU only
 (``albert_min.device``).
 """
 
+import contextlib
 import ctypes
 import os
 import sys
@@ -24,6 +26,7 @@ _LIBRARY = {}      # compile-cache root -> library path, or None where it could 
 # the shared 2-core machine, where a second BLAS thread waits on a busy core
 # (benchmarks/backward_kernels.py times both).
 BLAS_THREADS = 1
+_FORWARD_ONLY = False   # True inside forward_only()
 
 
 def enabled() -> bool:
@@ -31,11 +34,28 @@ def enabled() -> bool:
     return os.environ.get("ALBERT_MIN_KERNELS", "on").strip().lower() not in ("off", "0", "false", "no")
 
 
+@contextlib.contextmanager
+def forward_only():
+    """Layers built inside use MindSpore's own ops and never build or load the kernels.
+
+    The kernels change gradients only (the forward is MindSpore's on both paths,
+    layers.py), so a model that only predicts (evaluate.py) would pay for nothing:
+    on a machine's first run, a g++ build of 4-8 s (docs/speed.md, "evaluate.py start-up").
+    """
+    global _FORWARD_ONLY
+    saved, _FORWARD_ONLY = _FORWARD_ONLY, True
+    try:
+        yield
+    finally:
+        _FORWARD_ONLY = saved
+
+
 def library():
-    """Path of the compiled kernels, or None: switched off, MindSpore runs on GPU or Ascend (the
-    kernels are CPU code: ``device.applies_cpu_only_parts``), or not buildable here (noticed once)."""
+    """Path of the compiled kernels, or None: switched off, inside ``forward_only()``, MindSpore
+    runs on GPU or Ascend (the kernels are CPU code: ``device.applies_cpu_only_parts``), or not
+    buildable here (noticed once)."""
     from ..device import applies_cpu_only_parts, current_device   # local import, as below
-    if not enabled() or not applies_cpu_only_parts(current_device()):
+    if not enabled() or _FORWARD_ONLY or not applies_cpu_only_parts(current_device()):
         return None
     from ..classify import default_compile_cache      # local import: classify is not needed otherwise
     root = default_compile_cache()
@@ -102,5 +122,5 @@ def activation(name, fn):
     return GeluNewWithKernels(fn, path) if path and name == "gelu_new" else fn
 
 
-__all__ = ["KernelBuildError", "enabled", "library", "linear", "layer_norm", "softmax", "batch_matmul", "activation",
-           "set_blas_threads", "use_mindspore_ops"]
+__all__ = ["KernelBuildError", "enabled", "forward_only", "library", "linear", "layer_norm", "softmax", "batch_matmul",
+           "activation", "set_blas_threads", "use_mindspore_ops"]
