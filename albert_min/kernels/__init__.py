@@ -23,6 +23,9 @@ _LIBRARY = {}      # compile-cache root -> library path, or None where it could 
 # the shared 2-core machine, where a second BLAS thread waits on a busy core
 # (benchmarks/backward_kernels.py times both).
 BLAS_THREADS = 1
+# The kernels' own use of the second core (helper.h: a helper thread that sleeps between
+# calls, each output computed by one thread, so any count gives the same bits).
+KERNEL_THREADS = min(2, len(os.sched_getaffinity(0)))
 
 
 def enabled() -> bool:
@@ -39,7 +42,9 @@ def library():
     if root not in _LIBRARY:
         try:
             path = library_path(root)
-            ctypes.CDLL(path).set_blas_threads(BLAS_THREADS)   # fails here, not inside a graph, if it cannot load
+            loaded = ctypes.CDLL(path)                 # fails here, not inside a graph, if it cannot load
+            loaded.set_blas_threads(BLAS_THREADS)
+            loaded.set_kernel_threads(KERNEL_THREADS)
         except (KernelBuildError, OSError) as err:
             print(f"albert_min: kernels not built ({err}); using MindSpore's ops", file=sys.stderr)
             path = None
@@ -52,6 +57,13 @@ def set_blas_threads(threads):
     path = library()
     if path:
         ctypes.CDLL(path).set_blas_threads(int(threads))
+
+
+def set_kernel_threads(threads):
+    """How many threads (1 or 2) the kernels split their work over; results do not depend on it."""
+    path = library()
+    if path:
+        ctypes.CDLL(path).set_kernel_threads(int(threads))
 
 
 def linear():
@@ -86,4 +98,4 @@ def activation(name, fn):
 
 
 __all__ = ["KernelBuildError", "enabled", "library", "linear", "layer_norm", "softmax", "batch_matmul", "activation",
-           "set_blas_threads"]
+           "set_blas_threads", "set_kernel_threads"]
