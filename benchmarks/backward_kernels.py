@@ -113,8 +113,10 @@ def pretraining_step(config, batch, seq, state=None):
 
 
 def layer_gradients(cell, shape, seed=0):
-    """Zero-argument call of the jit-compiled gradient of sum(cell(x) * dy) w.r.t. x and its parameters."""
+    """Zero-argument call of the jit-compiled gradient of sum(cell(x) * dy) w.r.t. x and its parameters,
+    in training mode (LayerNorm's forward is then the kernel's too)."""
     import mindspore as ms
+    cell.set_train(True)
     rng = np.random.default_rng(seed)
     x = ms.Tensor(rng.standard_normal(shape).astype(np.float32))
     out_shape = cell(x).shape
@@ -155,7 +157,7 @@ def cases(args):
     for name, make, shape in ((f"Dense {H}->{I} gradient, x [64, 32, {H}]", lambda: dense(H, I, small), (64, 32, H)),
                               (f"Dense {I}->{H} gradient, x [64, 32, {I}]", lambda: dense(I, H, small), (64, 32, I)),
                               (f"Dense {H}->{H} gradient, x [64, 32, {H}]", lambda: dense(H, H, small), (64, 32, H)),
-                              (f"LayerNorm({H}) gradient, x [64, 32, {H}]",
+                              (f"LayerNorm({H}) forward + gradient, x [64, 32, {H}]",
                                lambda: LayerNorm(H, small.layer_norm_eps), (64, 32, H)),
                               ("softmax gradient, x [64, 4, 32, 32]", kernels.softmax, (64, 4, 32, 32)),
 

@@ -69,6 +69,9 @@ def test_layer_norm_gradient_matches_mindspore_autodiff(library, x_shape, eps):
     plain, fast = LayerNorm(eps), LayerNormWithKernels(eps, library)
     assert np.array_equal(fast(*inputs).asnumpy(), plain(*inputs).asnumpy())
     assert_close(gradients(fast, *inputs), gradients(plain, *inputs))
+    fast.set_train(True)                                            # training: the kernel's forward
+    np.testing.assert_allclose(fast(*inputs).asnumpy(), plain(*inputs).asnumpy(), rtol=0, atol=1e-5)
+    assert_close(gradients(fast, *inputs), gradients(plain, *inputs))
 
 
 @pytest.mark.parametrize("shape", [(64, 4, 32, 32), (3, 2, 5, 7)])

@@ -72,6 +72,40 @@ extern "C" int dense_backward(int nparam, void **params, int *ndims, int64_t **s
   return 0;
 }
 
+namespace {
+// mean and 1 / sqrt(var + eps) of one row, the same numbers in the forward and the backward
+void row_moments(const float *xr, int64_t C, float eps, float *mean, float *rstd) {
+  const float m = lane_sum(C, [&](int64_t c) { return xr[c]; }) / C;
+  const float var = lane_sum(C, [&](int64_t c) { return (xr[c] - m) * (xr[c] - m); }) / C;
+  *mean = m;
+  *rstd = 1.0f / std::sqrt(var + eps);
+}
+}  // namespace
+
+// y = (x - mean) / sqrt(var + eps) * gamma + beta over the last axis, in training (MindSpore's
+// CPU LayerNorm took ~1 ms per call on [64, 32, 128]); rows split over the two cores.
+// inputs:  x (..., C), gamma (C), beta (C), eps (1)
+// outputs: y (..., C)
+extern "C" int layer_norm_forward(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,
+                                  void *stream, void *extra) {
+  const float *x = static_cast<const float *>(params[0]);
+  const float *gamma = static_cast<const float *>(params[1]);
+  const float *beta = static_cast<const float *>(params[2]);
+  const float eps = static_cast<const float *>(params[3])[0];
+  float *y = static_cast<float *>(params[4]);
+  const int64_t C = shapes[0][ndims[0] - 1], R = leading_rows(ndims[0], shapes[0]);
+  helper::split_range(R, R * C >= helper::kMinElements, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float *xr = x + r * C;
+      float *yr = y + r * C;
+      float mean, rstd;
+      row_moments(xr, C, eps, &mean, &rstd);
+      for (int64_t c = 0; c < C; ++c) yr[c] = (xr[c] - mean) * rstd * gamma[c] + beta[c];
+    }
+  });
+  return 0;
+}
+
 // Gradient of y = (x - mean) / sqrt(var + eps) * gamma + beta over the last axis, in one pass
 // per row (mean and 1/std recomputed: cheaper than keeping them from the forward).
 // inputs:  x (..., C), gamma (C), dy (..., C), eps (1)
@@ -91,9 +125,8 @@ extern "C" int layer_norm_backward(int nparam, void **params, int *ndims, int64_
   for (int64_t r = 0; r < R; ++r) {
     const float *xr = x + r * C, *dyr = dy + r * C;
     float *dxr = dx + r * C;
-    const float mean = lane_sum(C, [&](int64_t c) { return xr[c]; }) / C;
-    const float var = lane_sum(C, [&](int64_t c) { return (xr[c] - mean) * (xr[c] - mean); }) / C;
-    const float rstd = 1.0f / std::sqrt(var + eps);
+    float mean, rstd;
+    row_moments(xr, C, eps, &mean, &rstd);
     // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * gamma
     const float sum_g = lane_sum(C, [&](int64_t c) { return dyr[c] * gamma[c]; });
     const float sum_g_xhat = lane_sum(C, [&](int64_t c) { return dyr[c] * gamma[c] * (xr[c] - mean) * rstd; });
