@@ -38,7 +38,8 @@ def parse_args():
     p.add_argument("--repeats", type=int, default=15, help="timed calls per implementation; the median is reported")
     p.add_argument("--base", action="store_true", help="also time the albert-base-v2 fine-tuning step")
     p.add_argument("--ms-threads", type=int, default=1, help="MindSpore kernel threads (train.py uses 1)")
-    p.add_argument("--blas-threads", default="1,2", help="OpenBLAS thread counts to time the kernels at")
+    p.add_argument("--kernel-threads", default="1,2",
+                   help="thread counts to time the kernels at (their helper thread; OpenBLAS stays at 1)")
     p.add_argument("--only", default="", help="time only the rows whose name contains this text")
     return p.parse_args()
 
@@ -112,8 +113,10 @@ def pretraining_step(config, batch, seq, state=None):
 
 
 def layer_gradients(cell, shape, seed=0):
-    """Zero-argument call of the jit-compiled gradient of sum(cell(x) * dy) w.r.t. x and its parameters."""
+    """Zero-argument call of the jit-compiled gradient of sum(cell(x) * dy) w.r.t. x and its parameters,
+    in training mode (LayerNorm's forward is then the kernel's too)."""
     import mindspore as ms
+    cell.set_train(True)
     rng = np.random.default_rng(seed)
     x = ms.Tensor(rng.standard_normal(shape).astype(np.float32))
     out_shape = cell(x).shape
@@ -154,7 +157,7 @@ def cases(args):
     for name, make, shape in ((f"Dense {H}->{I} gradient, x [64, 32, {H}]", lambda: dense(H, I, small), (64, 32, H)),
                               (f"Dense {I}->{H} gradient, x [64, 32, {I}]", lambda: dense(I, H, small), (64, 32, I)),
                               (f"Dense {H}->{H} gradient, x [64, 32, {H}]", lambda: dense(H, H, small), (64, 32, H)),
-                              (f"LayerNorm({H}) gradient, x [64, 32, {H}]",
+                              (f"LayerNorm({H}) forward + gradient, x [64, 32, {H}]",
                                lambda: LayerNorm(H, small.layer_norm_eps), (64, 32, H)),
                               ("softmax gradient, x [64, 4, 32, 32]", kernels.softmax, (64, 4, 32, 32)),
 
@@ -175,17 +178,17 @@ def layer_cell(make, shape, state):
     return layer_gradients(cell, shape), weights(cell)
 
 
-def medians(plain, fast, repeats, blas_threads):
+def medians(plain, fast, repeats, kernel_threads):
     """(wall ms, process CPU ms) per call, medians: MindSpore's ops, then the kernels at each
-    OpenBLAS thread count, all alternating. CPU time counts every thread of this process and
+    thread count, all alternating. CPU time counts every thread of this process and
     moves less than wall time when other jobs share the cores."""
     from albert_min import kernels
-    runs = [(plain, None)] + [(fast, n) for n in blas_threads]
+    runs = [(plain, None)] + [(fast, n) for n in kernel_threads]
     walls, cpus = [[] for _ in runs], [[] for _ in runs]
     for rep in range(repeats + 2):                      # the first two compile and warm up
         for (fn, threads), wall, cpu in zip(runs, walls, cpus):
             if threads is not None:
-                kernels.set_blas_threads(threads)
+                kernels.set_kernel_threads(threads)
             start, start_cpu = time.perf_counter(), time.process_time()
             fn()
             if rep >= 2:
@@ -209,11 +212,11 @@ def main():
             sys.exit("error: the kernels could not be built here (see the notice above)")
     print(f"MindSpore {ms.__version__}, {args.ms_threads} kernel thread(s), median of {args.repeats}, "
           f"{os.cpu_count()} cores (shared: timings move with the load)\nuptime before: {uptime()}")
-    blas_threads = [int(n) for n in args.blas_threads.split(",")]
-    columns = ["MindSpore"] + [f"kernels@{n}" for n in blas_threads]
+    kernel_threads = [int(n) for n in args.kernel_threads.split(",")]
+    columns = ["MindSpore"] + [f"kernels@{n}" for n in kernel_threads]
     print(f"{'':<48}" + "".join(f" {c:>18}" for c in columns) + "   ratio(s)\n"
           f"{'ms per call':<48}" + " {:>8} {:>9}".format("wall", "CPU") * len(columns)
-          + "   wall (CPU)\n(kernels@n: OpenBLAS on n threads; ratio: MindSpore's time / the kernels')")
+          + "   wall (CPU)\n(kernels@n: the kernels on n threads, OpenBLAS on 1; ratio: MindSpore's time / the kernels')")
     for name, build in cases(args):
         if args.only not in name:
             continue
@@ -221,7 +224,7 @@ def main():
             plain, state = build(None)
         with kernels_switched(True):
             fast, _ = build(state)
-        (wall, cpu), *fast_times = medians(plain, fast, args.repeats, blas_threads)
+        (wall, cpu), *fast_times = medians(plain, fast, args.repeats, kernel_threads)
         cells = "".join(f" {w:>8.2f} {c:>9.2f}" for w, c in [(wall, cpu)] + fast_times)
         ratios = "  ".join(f"{wall / w:.2f} ({cpu / c:.2f})" for w, c in fast_times)
         print(f"{name:<48}{cells}   {ratios}", flush=True)

@@ -3,6 +3,7 @@
     /work/refenv/bin/python benchmarks/speed.py            # all rows (about 10 min on 2 busy cores)
     /work/refenv/bin/python benchmarks/speed.py --quick    # SST-2 rows only
     /work/refenv/bin/python benchmarks/speed.py --json     # one JSON object, for tracking
+    /work/refenv/bin/python benchmarks/speed.py --only step    # the two train-step rows
 
 Rows (ratio = reference seconds / our seconds: above 1 means we are faster):
 
@@ -81,6 +82,7 @@ def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--repeats", type=int, default=3, help="runs per timing; the median is reported")
     p.add_argument("--quick", action="store_true", help="skip the base-size rows")
+    p.add_argument("--only", default="", help="run only the rows whose name contains this text (e.g. 'step')")
     p.add_argument("--ms-threads", type=int, default=1)
     p.add_argument("--torch-threads", default="1,2",
                    help="torch thread counts to try; each row reports torch at its fastest (default: %(default)s)")
@@ -253,6 +255,8 @@ def step_pair(config, batch, seq, train):
 
 
 def throughput_rows(args, rows, name, config, batch, seq, train):
+    if args.only not in name:
+        return
     ours_fn, ref_fn = step_pair(config, batch, seq, train)
     s_ours, s_ref, threads = median_pair(ours_fn, ref_fn, args.repeats, args.torch_threads)
     unit, scale = ("steps/s", 1) if train else ("sent/s", batch)
@@ -286,7 +290,8 @@ def main():
     load = os.getloadavg()
     rows = []
     small = AlbertConfig.from_json_file(os.path.join(MODEL, "config.json"))
-    evaluate_rows(args, rows)
+    if any(args.only in name for name in ("evaluate.py end to end", "evaluate steady state")):
+        evaluate_rows(args, rows)
     throughput_rows(args, rows, "sst2-small encoder", small, 64, 32, train=False)
     throughput_rows(args, rows, "sst2-small train step", small, 64, 32, train=True)
     if not args.quick:

@@ -69,6 +69,9 @@ def test_layer_norm_gradient_matches_mindspore_autodiff(library, x_shape, eps):
     plain, fast = LayerNorm(eps), LayerNormWithKernels(eps, library)
     assert np.array_equal(fast(*inputs).asnumpy(), plain(*inputs).asnumpy())
     assert_close(gradients(fast, *inputs), gradients(plain, *inputs))
+    fast.set_train(True)                                            # training: the kernel's forward
+    np.testing.assert_allclose(fast(*inputs).asnumpy(), plain(*inputs).asnumpy(), rtol=0, atol=1e-5)
+    assert_close(gradients(fast, *inputs), gradients(plain, *inputs))
 
 
 @pytest.mark.parametrize("shape", [(64, 4, 32, 32), (3, 2, 5, 7)])
@@ -154,6 +157,30 @@ def test_the_kernels_repeat_bit_for_bit(library):
     first = [a.asnumpy() for a in fast.backward(x, w, dy)]
     again = [a.asnumpy() for a in fast.backward(x, w, dy)]
     assert all(np.array_equal(a, b) for a, b in zip(first, again))
+
+
+def test_one_and_two_kernel_threads_give_the_same_bits(library):
+    """The second core (helper.h) computes whole outputs or whole rows, never part of a sum."""
+    rng = np.random.default_rng(5)
+    x, w, dy = randn(rng, 2048, 128), randn(rng, 512, 128), randn(rng, 2048, 512)
+    scores, probs_grad = randn(rng, 64, 4, 32, 32), randn(rng, 64, 4, 32, 32)
+    h, h_grad = randn(rng, 64, 32, 512), randn(rng, 64, 32, 512)
+    dense, softmax = LinearWithKernels(library), SoftmaxWithKernels(library)
+    gelu_cell, matmul = GeluNewWithKernels(gelu_new, library), BatchMatMulWithKernels(library, transpose_b=True)
+    probs, gelu_out = ops.softmax(scores, -1), gelu_new(h)
+
+    def outputs():
+        return [a.asnumpy() for a in (*dense.backward(x, w, dy), softmax.backward(probs, probs_grad),
+                                      gelu_cell.backward(h, gelu_out, h_grad), matmul.nt(scores, probs_grad),
+                                      matmul.tn(scores, probs_grad))]
+    try:
+        kernels.set_kernel_threads(1)
+        one = outputs()
+        kernels.set_kernel_threads(2)
+        two = outputs()
+    finally:
+        kernels.set_kernel_threads(kernels.KERNEL_THREADS)
+    assert all(np.array_equal(a, b) for a, b in zip(one, two, strict=True))
 
 
 def test_off_switch_gives_mindspores_own_ops(monkeypatch):

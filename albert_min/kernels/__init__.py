@@ -26,6 +26,9 @@ _LIBRARY = {}      # compile-cache root -> library path, or None where it could 
 # the shared 2-core machine, where a second BLAS thread waits on a busy core
 # (benchmarks/backward_kernels.py times both).
 BLAS_THREADS = 1
+# The kernels' own use of the second core (helper.h: a helper thread that sleeps between
+# calls, each output computed by one thread, so any count gives the same bits).
+KERNEL_THREADS = min(2, len(os.sched_getaffinity(0)))
 _FORWARD_ONLY = False   # True inside forward_only()
 
 
@@ -38,8 +41,9 @@ def enabled() -> bool:
 def forward_only():
     """Layers built inside use MindSpore's own ops and never build or load the kernels.
 
-    The kernels change gradients only (the forward is MindSpore's on both paths,
-    layers.py), so a model that only predicts (evaluate.py) would pay for nothing:
+    In inference the kernel layers run MindSpore's own forward (layers.py: the kernels are
+    the gradients, and LayerNorm's forward in training), so a model that only predicts
+    (evaluate.py) would pay for nothing:
     on a machine's first run, a g++ build of 4-8 s (docs/speed.md, "evaluate.py start-up").
     """
     global _FORWARD_ONLY
@@ -62,7 +66,9 @@ def library():
     if root not in _LIBRARY:
         try:
             path = library_path(root)
-            ctypes.CDLL(path).set_blas_threads(BLAS_THREADS)   # fails here, not inside a graph, if it cannot load
+            loaded = ctypes.CDLL(path)                 # fails here, not inside a graph, if it cannot load
+            loaded.set_blas_threads(BLAS_THREADS)
+            loaded.set_kernel_threads(KERNEL_THREADS)
         except (KernelBuildError, OSError) as err:
             print(f"albert_min: kernels not built ({err}); using MindSpore's ops", file=sys.stderr)
             path = None
@@ -75,6 +81,13 @@ def set_blas_threads(threads):
     path = library()
     if path:
         ctypes.CDLL(path).set_blas_threads(int(threads))
+
+
+def set_kernel_threads(threads):
+    """How many threads (1 or 2) the kernels split their work over; results do not depend on it."""
+    path = library()
+    if path:
+        ctypes.CDLL(path).set_kernel_threads(int(threads))
 
 
 def linear():
@@ -123,4 +136,4 @@ def activation(name, fn):
 
 
 __all__ = ["KernelBuildError", "enabled", "forward_only", "library", "linear", "layer_norm", "softmax", "batch_matmul",
-           "activation", "set_blas_threads", "use_mindspore_ops"]
+           "activation", "set_blas_threads", "set_kernel_threads", "use_mindspore_ops"]

@@ -19,9 +19,11 @@ import tempfile
 
 from ..errors import AlbertMinError
 
-SOURCES = sorted(glob.glob(os.path.join(os.path.dirname(os.path.abspath(__file__)), "*.cc")))
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCES = sorted(glob.glob(os.path.join(HERE, "*.cc")))
+HEADERS = sorted(glob.glob(os.path.join(HERE, "*.h")))
 LIBRARY = "albert_kernels.so"
-FLAGS = ["-O3", "-march=native", "-std=c++17", "-shared", "-fPIC"]
+FLAGS = ["-O3", "-march=native", "-std=c++17", "-shared", "-fPIC", "-pthread"]
 
 
 class KernelBuildError(AlbertMinError):
@@ -58,7 +60,7 @@ def cpu_features():
 
 def build_key(cxx, version, blas_dirs):
     digest = hashlib.sha256()
-    for path in SOURCES:
+    for path in SOURCES + HEADERS:
         with open(path, "rb") as f:
             digest.update(f.read())
     digest.update("\n".join([cxx, version, *FLAGS, *blas_dirs, platform.machine(), cpu_features()]).encode())
