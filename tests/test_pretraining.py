@@ -359,7 +359,7 @@ def test_a_model_without_dropout_keeps_its_compiled_step_across_saves():
     from types import SimpleNamespace
     for config, kept in ((quiet, True), (AlbertConfig(**sizes), False)):
         compiled = object()
-        trainer = SimpleNamespace(model=AlbertForPreTraining(config), train_step=compiled,
+        trainer = SimpleNamespace(model=AlbertForPreTraining(config), train_step=compiled, loss_scaler=None,
                                   parallel=SimpleNamespace(writes=False))   # a worker that does not write
         Trainer.save_state(trainer)
         assert (trainer.train_step is compiled) == kept

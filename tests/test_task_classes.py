@@ -157,7 +157,9 @@ def test_race_trains_predicts_scores_by_level_and_writes_letters_per_file(tmp_pa
     batch = next(task.train_batches(prepared, 0, 4, 0, SingleProcess()))
     assert batch[0].shape[:2] == (4, 4) and batch[3].dtype == np.int32
     model = tiny_model(AlbertForMultipleChoice, tok.vocab_size)
-    assert learned(train(task, model, prepared, 30, 4))
+    # 4 choices start level at ln 4; a small rate climbs out steadily (3e-3 can fall back to the plateau
+    # on a last-bit difference, kernels on or off)
+    assert learned(train(task, model, prepared, 50, 4, lr=5e-4))
     outputs = task.predict(model, prepared, batch_size=3, use_jit=False)   # one pass, read twice
     metrics = task.score(prepared, outputs)
     assert list(metrics) == ["accuracy", "accuracy_middle", "accuracy_high", "examples"]
