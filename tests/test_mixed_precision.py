@@ -46,7 +46,8 @@ def assert_float32(checkpoints):
                 assert array.dtype == np.float32, name
 
 
-@pytest.mark.parametrize("level, mode", [("O1", []), ("O2", []), ("O3", []), ("O2", ["--no-jit"])],
+@pytest.mark.parametrize("level, mode", [("O1", []), ("O2", []), ("O3", []),
+                                         pytest.param("O2", ["--no-jit"], marks=pytest.mark.slow)],   # 85 s in PyNative
                          ids=["O1", "O2", "O3", "O2-pynative"])
 def test_fifty_amp_steps_track_the_float32_loss_and_save_float32(tmp_path, level, mode):
     """In PyNative (--no-jit) too: there the additive attention mask once gave NaN (0 * float16's -inf)."""

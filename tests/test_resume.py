@@ -8,6 +8,7 @@ import sys
 import time
 
 import numpy as np
+import pytest
 
 from conftest import ROOT
 from test_scripts import TINY_MODEL, sentiment_tsv
@@ -91,6 +92,7 @@ def peak_rss_gb(args, output):
     return usage.ru_maxrss / 1e6   # Linux: kilobytes
 
 
+@pytest.mark.slow   # about a minute: many saved states, each a recompile
 def test_recompiling_after_every_saved_state_does_not_grow_memory(tmp_path):
     # With dropout each saved state recompiles the train step (reseed_dropout). MindSpore keeps
     # every compiled graph: 19 recompiles of this tiny model grew the peak by 0.49 GB before

@@ -135,7 +135,7 @@ def train_tiny(tmp_path, name, *extra, rows=64):
     return read_checkpoint(os.path.join(output + ".state", "model.ckpt"))
 
 
-@pytest.mark.parametrize("optimizer", ["adamw", "lamb"])
+@pytest.mark.parametrize("optimizer", ["adamw", pytest.param("lamb", marks=pytest.mark.slow)])   # lamb: 45 s
 def test_grad_accumulation_equals_one_larger_batch(tmp_path, optimizer):
     """--batch-size 16 in 4 micro-batches of 4 is the step on the batch of 16 (dropout off): float32 tolerance."""
     whole = train_tiny(tmp_path, "whole", "--optimizer", optimizer)
