@@ -179,7 +179,22 @@ def parse_flags(argv=None):
     unset = object()   # argparse fills in defaults only for names the namespace lacks: what stays unset was not given
     named = vars(build_parser().parse_args(argv, namespace=argparse.Namespace(**dict.fromkeys(vars(args), unset))))
     given = {k: v for k, v in named.items() if v is not unset and k not in ("resume", "force", "output")}
+    check_amp_flags(p, args, given)
     return check_settings(p, args), args, given
+
+
+def check_amp_flags(p, args, given):
+    """--amp-dtype and --loss-scale do nothing without --amp (and --loss-scale nothing with bfloat16):
+    given, they are a mistake to name, not a float32 run to hand back quietly. --resume alone takes
+    the saved run's --amp."""
+    if args.resume and "amp" not in given:
+        return
+    if args.amp == "O0":
+        named = [flag_name(k) for k in ("amp_dtype", "loss_scale") if k in given]
+        if named:
+            p.error(f"{' and '.join(named)}: mixed precision is off (--amp O0); add --amp O1, O2 or O3")
+    elif "loss_scale" in given and args.amp_dtype != "float16":
+        p.error(f"--loss-scale is for --amp-dtype float16 (bfloat16 needs no loss scale), not {args.amp_dtype}")
 
 
 def settings_argv(flat):

@@ -389,6 +389,15 @@ def issue_28_devices(add, train, evaluate):
         names=["ALBERT_MIN_DEVICE=tpu"], env={"ALBERT_MIN_DEVICE": "tpu"})
     add("28f", "evaluate --device tpu", evaluate(SST2_SMALL, "--device", "tpu"), expect="usage",
         names=["--device", "tpu"])
+    # Mixed precision: a setting this CPU cannot run, and flags that would do nothing.
+    add("28g", "train --amp O2 --amp-dtype bfloat16 (no bfloat16 CPU kernels)",
+        train(p("28g", "out"), "--amp", "O2", "--amp-dtype", "bfloat16"), expect="error",
+        names=["--amp-dtype bfloat16", build], check=ends_listing(p("28g", mkdir=True), []))
+    add("28h", "train --amp-dtype float16 without --amp", train(p("28h", "out"), "--amp-dtype", "float16"),
+        expect="usage", names=["--amp-dtype", "--amp O0"], check=ends_listing(p("28h", mkdir=True), []))
+    add("28i", "train --amp O1 --amp-dtype bfloat16 --loss-scale 64",
+        train(p("28i", "out"), "--amp", "O1", "--amp-dtype", "bfloat16", "--loss-scale", "64"),
+        expect="usage", names=["--loss-scale", "bfloat16"], check=ends_listing(p("28i", mkdir=True), []))
 
 
 # ------------------------------------------------------------------ issue 24: outputs (cases 1, 3, 4, 6, 8, 12, 13)

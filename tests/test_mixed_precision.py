@@ -144,3 +144,19 @@ def test_bfloat16_on_cpu_is_one_error_line_before_any_work(tmp_path, capsys):
                                 "bfloat16 (MatMul, BatchMatMul, Softmax, Sigmoid and Erf have no bfloat16 CPU "
                                 "kernel); use --amp-dtype float16 on CPU, or this setting on GPU/Ascend")
     assert "SentencePiece" not in capsys.readouterr().out and not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--amp-dtype", "float16"], "--amp-dtype: mixed precision is off (--amp O0); add --amp O1, O2 or O3"),
+    (["--loss-scale", "128"], "--loss-scale: mixed precision is off (--amp O0); add --amp O1, O2 or O3"),
+    (["--amp", "O1", "--amp-dtype", "bfloat16", "--loss-scale", "64"],
+     "--loss-scale is for --amp-dtype float16 (bfloat16 needs no loss scale), not bfloat16"),
+])
+def test_amp_flags_that_would_do_nothing_are_refused(tmp_path, capsys, flags, message):
+    """--amp-dtype without --amp once trained float32 without a word: now a usage error (exit 2)."""
+    tsv = sentiment_tsv(tmp_path / "train.tsv", 32, seed=0)
+    with pytest.raises(SystemExit) as exit_:
+        train.main(["--train", tsv, "--output", str(tmp_path / "o"), *flags, *TINY_MODEL])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].endswith(f": error: {message}")   # prog: error: ...
+    assert not (tmp_path / "o").exists()
