@@ -47,6 +47,7 @@ os.environ.setdefault("GLOG_v", "3")
 from albert_min import arguments as num  # noqa: E402
 from albert_min.device import add_device_flag  # noqa: E402
 from albert_min.errors import AlbertMinError  # noqa: E402
+from albert_min.mixed_precision import needs_loss_scale  # noqa: E402
 from albert_min.run_config import ResumeError, RunConfig, flag_name, from_flat  # noqa: E402
 from albert_min.tasks import REGISTRY, TASK_NAMES, get_task, infer_task  # noqa: E402
 from albert_min.training_config import AMP_DTYPES, AMP_LEVELS, OPTIMIZERS, WEIGHTS_FORMATS, TrainingConfig  # noqa: E402
@@ -193,7 +194,7 @@ def check_amp_flags(p, args, given):
         named = [flag_name(k) for k in ("amp_dtype", "loss_scale") if k in given]
         if named:
             p.error(f"{' and '.join(named)}: mixed precision is off (--amp O0); add --amp O1, O2 or O3")
-    elif "loss_scale" in given and args.amp_dtype != "float16":
+    elif "loss_scale" in given and not needs_loss_scale(args.amp, args.amp_dtype):
         p.error(f"--loss-scale is for --amp-dtype float16 (bfloat16 needs no loss scale), not {args.amp_dtype}")
 
 
