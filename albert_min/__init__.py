@@ -18,12 +18,17 @@ from .pipelines import pipeline
 
 _MODEL_CLASSES = ("AlbertModel", "AlbertForPreTraining", "AlbertForSequenceClassification", "AlbertForMaskedLM",
                   "AlbertForQuestionAnswering", "AlbertForTokenClassification", "AlbertForMultipleChoice")
-__all__ = ["AlbertConfig", "ConfigError", "pipeline", *_MODEL_CLASSES]
+# Training from Python (README "Use from Python"): the pieces train.py hands its typed configs to.
+_TRAINING = {"Trainer": "trainer", "TrainingConfig": "training_config", "get_task": "tasks"}
+__all__ = ["AlbertConfig", "ConfigError", "pipeline", *_MODEL_CLASSES, *_TRAINING]
 
 
 def __getattr__(name):
-    # The model classes import MindSpore (seconds); load them only when asked for.
+    # The model classes and the training pieces import MindSpore (seconds); load them only when asked for.
     if name in _MODEL_CLASSES:
         from . import modeling
         return getattr(modeling, name)
+    if name in _TRAINING:
+        import importlib
+        return getattr(importlib.import_module(f".{_TRAINING[name]}", __name__), name)
     raise AttributeError(f"module 'albert_min' has no attribute {name!r}")

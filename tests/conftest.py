@@ -26,6 +26,8 @@ def _compile_cache_in_a_temporary_folder(tmp_path_factory):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: long end-to-end runs; excluded by default, run with -m slow")
+    config.addinivalue_line("markers", "readme: the README's examples run as written (tests/test_readme_examples.py); "
+                                       "excluded by default, run with -m readme (.ci/run does, after the suite)")
 
 
 @pytest.fixture(scope="session")

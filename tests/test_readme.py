@@ -179,10 +179,12 @@ def test_readme_examples_write_under_runs_or_weights():
 
 
 def test_the_ci_command_is_the_readme_test_command():
+    """.ci/run's first command is the README's test command, as written; then the README stage."""
     with open(os.path.join(ROOT, ".ci", "run"), encoding="utf-8") as f:
-        ci_command = f.read().strip().splitlines()[-1]
+        commands = [line for line in f.read().splitlines() if line.strip() and not line.startswith(("#", "set ", "cd "))]
     with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
-        assert ci_command in f.read().splitlines()
+        assert commands[0] in f.read().splitlines()
+    assert any("pytest -m readme" in c for c in commands[1:]), "the README stage runs after the test command"
 
 
 def test_commands_are_split_as_the_shell_does():
