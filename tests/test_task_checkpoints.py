@@ -4,6 +4,9 @@ question-answering and NER pipelines. Their vocabulary is 120 pieces, so the tes
 SentencePiece model of at most that size on the test files' text."""
 import json
 import os
+import re
+import subprocess
+import sys
 
 import mindspore as ms
 import numpy as np
@@ -14,7 +17,8 @@ from albert_min import pipeline
 from albert_min.modeling import AlbertForMultipleChoice, AlbertForQuestionAnswering, AlbertForTokenClassification
 from albert_min.pipelines import PipelineError
 from albert_min.task_pipelines import model_head
-from albert_min.tasks import conll, conll_windows, conlleval, get_task, race, squad, squad_metric
+import evaluate
+from albert_min.tasks import conll, conll_windows, conlleval, files, get_task, race, squad, squad_metric, squad_task
 from albert_min.tasks.base import DataError
 from conftest import FIXTURES
 from task_files import (CONLL, CONTEXT_1, CONTEXT_2, CONTEXT_3, RACE_FILES, read_columns, write_conll, write_race,
@@ -244,3 +248,76 @@ def test_the_qa_and_ner_pipelines_name_the_item_with_a_lone_surrogate(fixture, i
     run = pipeline(dst, **({"doc_stride": 16, "max_query_length": 16} if fixture == "tiny_qa" else {}))
     with pytest.raises(PipelineError, match=f"^{where}: not valid Unicode: lone surrogate U\\+D[8C]00 at character"):
         run(item)
+
+
+# ------------------------------------------------ issue 36: evaluate.py --force and the tasks' own files
+EVALUATED = {"squad": ("tiny_qa", "predictions.json"), "squad_v2": ("tiny_qa", "predictions.json"),
+             "race": ("tiny_multiple_choice", "race.json"), "conll": ("tiny_token_cls", "columns.txt")}
+
+
+def dead_pid():
+    return int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                              text=True).stdout)
+
+
+def another_layout(path):
+    """The same predictions as another tool writes them (JSON indented by 4, as Google's and Hugging
+    Face's SQuAD scripts do; columns separated by tabs)."""
+    text = open(path, encoding="utf-8").read()
+    return json.dumps(json.loads(text), indent=4) + "\n" if path.endswith(".json") else text.replace(" ", "\t")
+
+
+def changed(path):
+    """Other predictions, in the layout evaluate.py writes: what an earlier run left."""
+    text = open(path, encoding="utf-8").read()
+    if not path.endswith(".json"):
+        return text.replace(" O\n", " I-PER\n", 1)
+    value = json.loads(text)
+    first = next(iter(value))
+    value[first] = ("another answer" if isinstance(value[first], str) else
+                    ["A" for _ in value[first]] if isinstance(value[first], list) else value[first] + 1.5)
+    return files.json_text(value)
+
+
+@pytest.mark.parametrize("task", EVALUATED)
+def test_evaluate_force_replaces_its_own_task_predictions_and_nothing_else(task, tmp_path, spiece):
+    fixture, name = EVALUATED[task]
+    model = converted(tmp_path, fixture, spiece, NER_TAGS if task == "conll" else None)
+    data = {"squad": lambda: write_squad(tmp_path), "squad_v2": lambda: write_squad(tmp_path, version_2=True),
+            "race": lambda: write_race(tmp_path), "conll": lambda: write_conll(tmp_path, CONLL.replace("B-LOC", "I-LOC"))}[task]()
+    out = str(tmp_path / "out" / name)
+    args = ["--model", model, "--data", data, "--task", task, "--output", out, "--quiet", "--no-jit",
+            *(["--doc-stride", "16", "--max-query-length", "16"] if task.startswith("squad") else [])]
+    evaluate.main(args)
+    written = {n: open(os.path.join(tmp_path, "out", n), "rb").read() for n in os.listdir(tmp_path / "out")}
+    assert sorted(written) == sorted([name] + ["null_odds.json"] * (task == "squad_v2"))
+    for n in written:                                        # an earlier run's predictions: replaced
+        earlier = changed(os.path.join(tmp_path, "out", n))
+        open(os.path.join(tmp_path, "out", n), "w", encoding="utf-8").write(earlier)
+    killed = os.path.join(tmp_path, "out", f".{name}.tmp-{dead_pid()}-x1")   # a killed writer's temporary
+    open(killed, "w").write("half")
+    evaluate.main(args + ["--force"])
+    assert {n: open(os.path.join(tmp_path, "out", n), "rb").read() for n in os.listdir(tmp_path / "out")} == written
+    for n in written:                                        # the same predictions in another tool's layout: kept
+        path = os.path.join(tmp_path, "out", n)
+        theirs = another_layout(path)
+        open(path, "w", encoding="utf-8").write(theirs)
+        with pytest.raises(SystemExit, match=re.escape(f"error: {path}: not a predictions file evaluate.py wrote; "
+                                                       "refusing to replace it")):
+            evaluate.main(args + ["--force"])
+        assert open(path, encoding="utf-8").read() == theirs
+        open(path, "wb").write(written[n])
+
+
+def test_the_task_files_are_not_taken_for_predictions(tmp_path):
+    """Neither data file of a task is a predictions file, whatever --force says."""
+    squad_data, conll_data = write_squad(tmp_path), write_conll(tmp_path)
+    assert not squad_task.SquadTask.prediction_kind.is_ours(squad_data)
+    assert not race.RaceTask.prediction_kind.is_ours(os.path.join(write_race(tmp_path), "high", "2.txt"))
+    assert not conll.ConllTask.prediction_kind.is_ours(conll_data)       # four columns, a -DOCSTART- line
+    sentences = [(s.words, s.tags, s.tags) for s in conll.read_conll(conll_data)]
+    conlleval.write_columns(str(tmp_path / "ours.txt"), sentences)
+    assert conll.ConllTask.prediction_kind.is_ours(str(tmp_path / "ours.txt"))
+    files.write_json(str(tmp_path / "ours.json"), {"q1": "on the red mat"})
+    assert squad_task.SquadTask.prediction_kind.is_ours(str(tmp_path / "ours.json"))
+    assert not race.RaceTask.prediction_kind.is_ours(str(tmp_path / "ours.json"))   # not letters per file
