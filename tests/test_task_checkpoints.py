@@ -284,7 +284,8 @@ def test_evaluate_force_replaces_its_own_task_predictions_and_nothing_else(task,
     fixture, name = EVALUATED[task]
     model = converted(tmp_path, fixture, spiece, NER_TAGS if task == "conll" else None)
     data = {"squad": lambda: write_squad(tmp_path), "squad_v2": lambda: write_squad(tmp_path, version_2=True),
-            "race": lambda: write_race(tmp_path), "conll": lambda: write_conll(tmp_path, CONLL.replace("B-LOC", "I-LOC"))}[task]()
+            "race": lambda: write_race(tmp_path),
+            "conll": lambda: write_conll(tmp_path, CONLL.replace("B-LOC", "I-LOC"))}[task]()
     out = str(tmp_path / "out" / name)
     args = ["--model", model, "--data", data, "--task", task, "--output", out, "--quiet", "--no-jit",
             *(["--doc-stride", "16", "--max-query-length", "16"] if task.startswith("squad") else [])]
