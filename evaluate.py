@@ -155,20 +155,18 @@ def format_report(metrics, model_dir, data_path, speed, task=None):
     return "\n".join(lines)
 
 
-PREDICTIONS_HEADER = "index\tprediction\n"
-
-
 def predictions_kind():
-    """What --force may replace: a predictions file (it starts with GLUE's header), see albert_min.safe_output."""
-    from albert_min.safe_output import FileKind, starts_with
-    return FileKind("a predictions file evaluate.py wrote",
-                    starts_with(PREDICTIONS_HEADER.encode()))
+    """What --force may replace where GLUE's predictions go: a file starting with GLUE's header
+    (see albert_min.safe_output); each task's own is its ``Task.prediction_kind``."""
+    from albert_min.tasks.glue import GlueTask
+    return GlueTask.prediction_kind
 
 
 def write_predictions(path, index, predictions, force=False, protect=()):
     """GLUE's submission layout, ``index<TAB>prediction`` with a header; predictions are
     strings (label names or scores). Atomically, replacing only what safe_output allows."""
     from albert_min.safe_output import atomic_file
+    from albert_min.tasks.glue import PREDICTIONS_HEADER
     with atomic_file(path, predictions_kind(), force, protect) as tmp:
         with open(tmp, "w", encoding="utf-8") as f:
             f.write(PREDICTIONS_HEADER)
@@ -199,24 +197,21 @@ def evaluate(args):
         raise FileNotFoundError(f"model folder not found: {args.model}")
     from albert_min.checkpoint import tokenizer_file
     tokenizer_file(args.model)                   # before any work: a converted TF checkpoint has none
-    if args.output:   # before the work
-        from albert_min.safe_output import check_file_target
-        check_file_target(args.output, predictions_kind(), args.force, protect=(args.data, args.model))
     from albert_min.tasks import get_task, infer_task
     name = args.task or infer_task(args.data)
     if not name.startswith("squad"):
         check_no_squad_flags(args, name)
+    options = {}
+    if name.startswith("squad"):
+        from albert_min.tasks.squad_task import options_for
+        options = options_for(args.model, **squad_flags(args))
+    registered = get_task(name, **options)
+    if args.output:   # before the work: every file the task writes (SQuAD v2.0's null_odds.json too)
+        from albert_min.safe_output import check_file_target
+        for path, kind in registered.prediction_files(args.output).items():
+            check_file_target(path, kind, args.force, protect=(args.data, args.model))
     if name in ("squad", "squad_v2", "race", "conll"):   # tasks that score and write their own predictions
-        options = {}
-        if name == "squad_v2" and args.output:   # its second file, null_odds.json, is checked as the first
-            from albert_min.tasks.squad_task import null_odds_path
-            check_file_target(null_odds_path(args.output), predictions_kind(), args.force,
-                              protect=(args.data, args.model))
-        if name.startswith("squad"):
-            from albert_min.tasks.squad_task import options_for
-            options = options_for(args.model, **squad_flags(args))
-        return evaluate_task(args, get_task(name, **options))
-    registered = get_task(name)
+        return evaluate_task(args, registered)
     task = registered.spec   # the GLUE layout, labels and metrics that this script reports
     if args.max_length is not None:
         check_max_length(args.max_length, args.model)

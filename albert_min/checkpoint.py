@@ -114,25 +114,46 @@ def save_model_dir(model, directory, spiece_model=None, overwrite=False, extra_f
                            extra_files, protect)
 
 
+def check_recorded_sha256(path) -> bool:
+    """True if the manifest of ``path``'s folder recorded a sha256 for it and the file still has it;
+    False if none was recorded; CheckpointError naming the file if it differs."""
+    recorded = recorded_sha256(path)
+    if recorded is None:
+        return False
+    if sha256_of(path) != recorded:
+        raise CheckpointError(f"{path}: corrupted or replaced: its sha256 differs from the one albert_min "
+                              f"recorded in {os.path.join(os.path.dirname(path), MANIFEST_FILE)} when it wrote "
+                              "the folder")
+    return True
+
+
+def has_mindspore_crc(path) -> bool:
+    """Whether a ``.safetensors`` file carries MindSpore's CRC (``crc_num`` in its metadata): MindSpore
+    (and so albert_min) wrote it; Hugging Face's files have none."""
+    from safetensors import safe_open
+    try:
+        with safe_open(path, framework="np") as f:
+            return "crc_num" in (f.metadata() or {})
+    except Exception:   # noqa: BLE001 - unreadable: the reader says so
+        return False
+
+
+def written_by_mindspore(path) -> bool:
+    """Whether a ``.safetensors`` file is a MindSpore checkpoint to read with ``read_checkpoint`` (its
+    recorded sha256 or its CRC checked), rather than a public checkpoint: albert_min recorded its
+    sha256, or it carries MindSpore's CRC (a model folder that lost its manifest)."""
+    return recorded_sha256(path) is not None or has_mindspore_crc(path)
+
+
 def _checked_against_manifest(path) -> bool:
     """For a ``model.safetensors``: True if its folder's manifest recorded its sha256 and the file
     still has it; False (after a note, once per file) if none was recorded; CheckpointError if
     it differs."""
-    recorded = recorded_sha256(path)
-    if recorded is not None:
-        if sha256_of(path) != recorded:
-            raise CheckpointError(f"{path}: corrupted or replaced: its sha256 differs from the one albert_min "
-                                  f"recorded in {os.path.join(os.path.dirname(path), MANIFEST_FILE)} when it wrote "
-                                  "the folder")
+    if check_recorded_sha256(path):
         return True
     if os.path.realpath(path) not in _NOTED_UNRECORDED:
         _NOTED_UNRECORDED.add(os.path.realpath(path))
-        from safetensors import safe_open
-        try:
-            with safe_open(path, framework="np") as f:
-                has_crc = "crc_num" in (f.metadata() or {})
-        except Exception:   # noqa: BLE001 - unreadable: load_checkpoint below says so
-            has_crc = False
+        has_crc = has_mindspore_crc(path)
         print(f"note: {path}: no sha256 recorded for it (albert_min did not write it, or the folder lost its "
               f"{MANIFEST_FILE}), so only "
               + ("its MindSpore CRC is checked" if has_crc else

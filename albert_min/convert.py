@@ -216,6 +216,19 @@ def check_tokenizer(path, config):
                               "not this checkpoint's tokenizer")
 
 
+def read_source_weights(weights_path, fmt, select):
+    """``{name: np.ndarray}`` from the source. A ``model.safetensors`` that MindSpore wrote (an
+    albert_min model folder's: albert_min recorded its sha256, or it carries MindSpore's CRC) is
+    read as every albert_min loader reads it (``checkpoint.read_checkpoint``: the recorded sha256,
+    else the CRC, is checked), so a corrupted model folder is refused, never converted into a
+    fresh, valid-looking one; every other file is a public checkpoint, read by ``formats``."""
+    if fmt == "safetensors" and not weights_path.endswith(".index.json"):
+        from .checkpoint import read_checkpoint, written_by_mindspore
+        if written_by_mindspore(weights_path):
+            return read_checkpoint(weights_path)
+    return read_weights(weights_path, fmt, select=select)
+
+
 def convert(src, dst, config_path=None, allow_missing_heads=False, force=False, tokenizer=None,
             weights_format="ckpt") -> dict:
     """Convert ``src`` (a checkpoint file, TF prefix or folder) into the model folder ``dst``.
@@ -249,7 +262,7 @@ def _convert(src, dst, config_path, allow_missing_heads, force, tokenizer, weigh
             return False
         return True
 
-    arrays = read_weights(weights_path, fmt, select=keep)
+    arrays = read_source_weights(weights_path, fmt, keep)
     check_finite(arrays, weights_path)
     try:
         mapped, source, dropped, unknown = map_names(arrays, fmt)

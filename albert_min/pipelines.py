@@ -125,10 +125,16 @@ def check_item(item, index, tokenizer):
 
 
 def check_text(text, where):
+    """A non-empty string of valid Unicode, else a PipelineError naming ``where`` (the item)."""
+    from tokenizer.albert_tokenizer import TokenizerError, check_unicode
     if not isinstance(text, str):
         raise PipelineError(f"{where}: expected a string or a (text, text_pair) tuple, got {type(text).__name__}")
     if not text.strip():
         raise PipelineError(f"{where}: empty text")
+    try:
+        check_unicode(text)    # a lone surrogate: the tokenizer's TokenizerError, as the item's PipelineError
+    except TokenizerError as err:
+        raise PipelineError(f"{where}: {err}") from None
 
 
 def pipeline(model_dir, batch_size=64, max_length=None, use_jit=True, device=None, **options):

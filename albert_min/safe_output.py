@@ -395,7 +395,9 @@ def check_file_target(path, kind, force=False, protect=()):
                           "or choose another path")
 
 
-def _remove_dead_temp_files(path):
+def remove_dead_temp_files(path):
+    """Remove the temporaries ``replace_file`` made beside ``path`` (``.NAME.tmp-PID-*``) whose owner
+    (the process named in them) is dead: what a killed writer left."""
     parent = os.path.dirname(path)
     prefix = _temp_prefix(path, "tmp", ascii_only=True)
     for entry in os.listdir(parent):
@@ -420,7 +422,7 @@ def atomic_file(path, kind, force=False, protect=(), suffix=""):
     check_file_target(path, kind, force, protect)   # before the lock creates any folder
     with output_lock(path):
         check_file_target(path, kind, force, protect)
-        _remove_dead_temp_files(path)
+        remove_dead_temp_files(path)
         with replace_file(path, suffix) as tmp:
             yield tmp
 

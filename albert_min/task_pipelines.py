@@ -10,8 +10,9 @@
 
 ``pipeline(dir)`` picks the pipeline by the head the folder's weights carry (``model_head``).
 Both run the task classes' own path (``SquadTask`` windows and decoding, ``ConllTask``
-word tags), so a pipeline answers exactly as evaluate.py scores. Character offsets index
-the text as given.
+word tags), so a pipeline answers exactly as evaluate.py scores; a NER text longer than one
+window is tagged whole, in overlapping windows (``tasks.conll_windows``). Character offsets
+index the text as given.
 """
 
 import os
@@ -116,7 +117,12 @@ class QuestionAnsweringPipeline:
 class TokenClassificationPipeline:
     """A text (or a list) -> its entities ``[{"type", "text", "start", "end"}]``, read from the
     words' tags (words split at white space, each tagged by its first piece) as conlleval
-    reads chunks. Tag names come from config.json's ``id2label``."""
+    reads chunks. Tag names come from config.json's ``id2label``.
+
+    A text longer than ``max_length`` pieces is tagged whole, in overlapping windows of half
+    a window's stride, each word by the window where it has the most context
+    (``tasks.conll_windows``); a text that fits one window is tagged as evaluate.py tags it.
+    """
 
     def __init__(self, model_dir, batch_size=64, max_length=None, use_jit=True):
         from .modeling import AlbertForTokenClassification
@@ -131,7 +137,8 @@ class TokenClassificationPipeline:
         self.batch_size, self.use_jit = batch_size, use_jit
 
     def __call__(self, inputs):
-        from .tasks.conll import Sentence, entity_spans, split_words
+        from .tasks.conll import entity_spans, split_words
+        from .tasks.conll_windows import prepare_windows, text_tags
         single = isinstance(inputs, str)
         texts = [inputs] if single else inputs
         if not isinstance(texts, list):
@@ -141,11 +148,9 @@ class TokenClassificationPipeline:
         if not texts:
             return []
         split = [split_words(text) for text in texts]
-        placeholder = self.task.label_names[0]   # gold tags the features need; never read
-        sentences = [Sentence(words, [placeholder] * len(words), [0] * len(words)) for words, _ in split]
-        prepared = self.task.prepare(sentences, self.tokenizer, self.max_length)
-        tags = [t for batch in self.task.predict(self.model, prepared, batch_size=self.batch_size,
-                                                 use_jit=self.use_jit) for t in batch]
-        results = [entity_spans(text, spans, sentence_tags) for text, (_, spans), sentence_tags in
-                   zip(texts, split, tags)]
+        prepared = prepare_windows([words for words, _ in split], self.tokenizer, self.task.label_names,
+                                   self.max_length)
+        tags = text_tags(prepared, self.task.predict(self.model, prepared, batch_size=self.batch_size,
+                                                     use_jit=self.use_jit))
+        results = [entity_spans(text, spans, tagged) for text, (_, spans), tagged in zip(texts, split, tags)]
         return results[0] if single else results

@@ -1,16 +1,17 @@
-"""Reproduce the hostile inputs of issues 7, 24 and 28 against the real command line; writes docs/error_cases.md.
+"""Reproduce the hostile inputs of issues 7, 24, 28 and 36 against the real command line; writes docs/error_cases.md.
 
     python3 docs/make_error_cases.py          # every case (about 2 minutes on 2 cores), writes the table
     python3 docs/make_error_cases.py 10 13a   # only the cases whose id starts so: prints rows, writes nothing
 
 The inputs are built in one temporary folder (deleted at the end) with the writers in
 tests/; each command runs in a subprocess. A row is marked FAILS when the tool does not
-do what issues 7, 24 and 28 ask: a traceback, the wrong exit code (0 where an error was due), a
+do what issues 7, 24, 28 and 36 ask: a traceback, the wrong exit code (0 where an error was due), a
 message not naming the culprit, or files deleted, changed or left behind.
 """
 
 import json
 import os
+import pathlib
 import shutil
 import subprocess
 import sys
@@ -157,11 +158,12 @@ def cases():
     rows = []
 
     def add(id, what, argv, expect="error", names=(), cwd=ROOT, check=None, cost=False, note=None, lines=(),
-            env=None):
+            env=None, stderr=False):
         """expect: error (exit 1), usage (2), ok (0), or "error or same" (1, or 0 if check() passes);
         names: what the error must name; check() -> (ok, text); cost: report time and memory;
         lines: show the stdout lines starting so (on exit 0) instead of the last line;
-        env: environment variables set for this command."""
+        env: environment variables set for this command; stderr: ``lines`` are picked from stderr
+        (a notice on a run that succeeds)."""
         rows.append(SimpleNamespace(**{k: v for k, v in locals().items() if k != "rows"}))
 
     data, data16 = dev_slice(p("dev32.tsv"), 32), dev_slice(p("dev16.tsv"), 16)
@@ -370,6 +372,7 @@ def cases():
         add(id, f"evaluate: classifier.weight {what}, written with save_checkpoint", evaluate(p(id, "m")), names=names)
     issue_24_outputs(add, evaluate, ev)
     issue_28_devices(add, train, evaluate)
+    issue_36_damaged_and_long(add, train, evaluate)
     return rows
 
 
@@ -398,6 +401,123 @@ def issue_28_devices(add, train, evaluate):
     add("28i", "train --amp O1 --amp-dtype bfloat16 --loss-scale 64",
         train(p("28i", "out"), "--amp", "O1", "--amp-dtype", "bfloat16", "--loss-scale", "64"),
         expect="usage", names=["--loss-scale", "bfloat16"], check=ends_listing(p("28i", mkdir=True), []))
+
+
+# ------------------------------------------------------------------ issue 36 (part B): damaged files, long texts
+NER_TAGS = {"0": "O", "1": "I-PER", "2": "I-LOC", "3": "I-ORG", "4": "I-MISC"}
+PIPELINE = """import sys
+sys.path.insert(0, {root!r})
+from albert_min import pipeline
+from albert_min.errors import AlbertMinError
+model, item, options = sys.argv[1], eval(sys.argv[2]), eval(sys.argv[3])
+try:
+    result = pipeline(model, **options)(item)
+except AlbertMinError as err:      # as a user's script reports the pipeline's errors
+    sys.exit(f"error: {{err}}")
+if isinstance(item, str) and len(item) > 1000:
+    print(f"{{len(result)}} entities in {{len(item)}} characters; the last ends at character {{result[-1]['end']}}")
+else:
+    print(result)
+"""
+
+
+def task_models():
+    """The converted fixtures tiny_qa, tiny_multiple_choice and tiny_token_cls (tag names in id2label),
+    with a SentencePiece model of their 120-piece vocabulary trained on tests/task_files' text."""
+    from task_files import CONLL, CONTEXT_1, CONTEXT_2, CONTEXT_3, RACE_FILES
+    from tokenizer import train_sentencepiece
+    text = [CONTEXT_1, CONTEXT_2, CONTEXT_3] + [w for d in RACE_FILES.values() for q in d["options"] for w in q]
+    text += [line.split()[0] for line in CONLL.splitlines() if line.strip()]
+    spiece = train_sentencepiece(text * 3, p("36", "spiece", "spiece"), vocab_size=100)
+    models = {}
+    for fixture in ("tiny_qa", "tiny_multiple_choice", "tiny_token_cls"):
+        models[fixture] = cv.convert(os.path.join(FIXTURES, fixture, "model.safetensors"), p("36", "models", fixture),
+                                     tokenizer=spiece)["dst"]
+    config = os.path.join(models["tiny_token_cls"], "config.json")
+    edit_json(config, id2label=NER_TAGS, label2id={v: int(k) for k, v in NER_TAGS.items()})
+    return models
+
+
+def replaced_alone(path):
+    """``path`` then holds other bytes, and is all its folder holds (no temporary left)."""
+    before = open(path, "rb").read()
+
+    def check():
+        changed, listed = open(path, "rb").read() != before, sorted(os.listdir(os.path.dirname(path)))
+        return changed and listed == [os.path.basename(path)], \
+            f"{os.path.basename(path)} {'replaced' if changed else 'NOT replaced'}; its folder lists {listed}"
+    return check
+
+
+def issue_36_damaged_and_long(add, train, evaluate):
+    from albert_min.kernels import build
+    from albert_min.tasks import conlleval, files
+    from task_files import CONLL, write_conll, write_race, write_squad
+    # 36.1: convert read an albert_min folder's model.safetensors as a public checkpoint (a flipped bit laundered).
+    st = p("36.1", "m")
+    cv.convert(os.path.join(FIXTURES, "tiny_sst2_hf"), st, weights_format="safetensors")
+    raw = bytearray(open(os.path.join(st, "model.safetensors"), "rb").read())
+    raw[-3] ^= 0x01
+    write(os.path.join(st, "model.safetensors"), bytes(raw))
+    add("36.1", "convert a --format safetensors folder with one flipped bit in model.safetensors",
+        ["convert", st, p("36.1", "out")], names=[st + "/model.safetensors", "sha256"],
+        check=ends_listing(p("36.1"), ["m"]))
+    # 36.11: a truncated cached kernel library (SIGBUS) beside a killed build's temporary.
+    cache = p("36.11", "cache", mkdir=True)
+    library = build.library_path(cache)
+    good = open(library, "rb").read()
+    write(library, good[:len(good) // 2])
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    write(os.path.join(os.path.dirname(library), f".{build.LIBRARY}.tmp-{int(dead.stdout)}-killed"), b"half")
+
+    def library_rebuilt():
+        listed = sorted(os.listdir(os.path.dirname(library)))
+        ok = listed == [build.LIBRARY, build.LIBRARY + build.RECORD_SUFFIX] and open(library, "rb").read() == good
+        return ok, f"the kernels' folder lists {listed}; the library is {'whole again' if ok else 'NOT whole'}"
+    add("36.11", "train with a cached albert_kernels.so cut to half its size, beside a killed build's temporary",
+        train(p("36.11", "out")), expect="ok", env={"ALBERT_MIN_CACHE": cache}, stderr=True,
+        lines=("albert_min: kernels",), check=library_rebuilt)
+    # evaluate.py --force: the tasks' own prediction files (an earlier run's, in albert_min's layout) and others'.
+    models = task_models()
+    inputs = pathlib.Path(p("36.f", mkdir=True))
+    data = {"squad": write_squad(inputs), "race": write_race(inputs),
+            "conll": write_conll(inputs, CONLL.replace("B-LOC", "I-LOC"))}
+    squad_flags = ["--doc-stride", "16", "--max-query-length", "16"]
+    for task, model, name, earlier, extra in (
+            ("squad", "tiny_qa", "predictions.json", lambda f: files.write_json(f, {"q1": "an earlier answer"}),
+             squad_flags),
+            ("race", "tiny_multiple_choice", "race.json", lambda f: files.write_json(f, {"1.txt": ["A", "B"]}), []),
+            ("conll", "tiny_token_cls", "columns.txt",
+             lambda f: conlleval.write_columns(f, [(["Bonn"], ["I-LOC"], ["O"])]), [])):
+        ours, theirs = p(f"36.f{task}", "ours", name), p(f"36.f{task}", "theirs", name)
+        earlier(ours)
+        dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+        write(p(f"36.f{task}", "ours", f".{name}.tmp-{int(dead.stdout)}-killed"), b"half")   # a killed writer's
+        write(theirs, json.dumps({"q1": "their answer"}, indent=4) + "\n" if name.endswith(".json")
+              else "Bonn\tI-LOC\tO\n\n")
+        args = ["evaluate.py", "--model", models[model], "--data", data[task], "--task", task, "--quiet", *extra]
+        add(f"36.f{task}", f"evaluate --force onto the {task} predictions an earlier run wrote (+ a killed writer's "
+            "temporary)", args + ["--output", ours, "--force"], expect="ok", lines=("predictions:",),
+            check=replaced_alone(ours))
+        add(f"36.f{task}x", f"evaluate --force onto a {task} predictions file another tool wrote",
+            args + ["--output", theirs, "--force"], names=[theirs, "not a predictions file evaluate.py wrote"],
+            check=intact(os.path.dirname(theirs)))
+    # An unusable $ALBERT_MIN_CACHE: MindSpore printed 9 raw [ERROR] lines.
+    a_file = write(p("36.c", "a_file"), "not a folder")
+    add("36.c", "evaluate with $ALBERT_MIN_CACHE below a regular file", evaluate(SST2_SMALL), expect="ok",
+        env={"ALBERT_MIN_CACHE": os.path.join(a_file, "cache")}, stderr=True, lines=("albert_min:", "[ERROR]"),
+        check=intact(p("36.c")))
+    # 36.5: the NER pipeline tagged the first max_length pieces of a long text only; lone surrogates.
+    ner, qa = models["tiny_token_cls"], models["tiny_qa"]
+    script = write(p("36", "call_pipeline.py"), PIPELINE.format(root=ROOT))   # MODEL ITEM OPTIONS (Python literals)
+    add("36.5", "NER pipeline(max_length=16) on a 64,000-character text",
+        ["python", script, ner, "' '.join(['Peter Blackburn went to Paris .'] * 2000)", "{'max_length': 16}"],
+        expect="ok", lines=("",), cost=True)
+    for id, model, item, options in (("36.s1", ner, "'Peter \\ud800 Blackburn'", "{}"),
+                                     ("36.s2", qa, "[{'question': 'Where?', 'context': 'Bonn \\ud800'}]",
+                                      "{'doc_stride': 16, 'max_query_length': 16}")):
+        add(id, f"{'NER' if model == ner else 'QA'} pipeline on a text with a lone surrogate",
+            ["python", script, model, item, options], names=["not valid Unicode: lone surrogate U+D800", "input"])
 
 
 # ------------------------------------------------------------------ issue 24: outputs (cases 1, 3, 4, 6, 8, 12, 13)
@@ -525,7 +645,8 @@ def run(argv, cwd=ROOT, env=None):
     """One tool run as a user runs it: exit code, output, wall time, peak RSS (from wait4)."""
     tool, *args = argv
     modules = {"convert": "albert_min.convert", "export": "albert_min.export"}
-    cmd = [sys.executable, *(["-m", modules[tool]] if tool in modules else [os.path.join(ROOT, tool)])]
+    cmd = [sys.executable, *(["-m", modules[tool]] if tool in modules else [] if tool == "python"
+                             else [os.path.join(ROOT, tool)])]
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
         proc = subprocess.Popen(cmd + args, cwd=cwd, stdout=out, stderr=err, env={**ENV, **(env or {})})
@@ -539,7 +660,8 @@ def run(argv, cwd=ROOT, env=None):
 
 def judge(row, result):
     """(what FAILS, notes, the line(s) shown)."""
-    lines = [x for x in (result.err if result.code else result.out or result.err).splitlines() if x.strip()]
+    lines = [x for x in (result.err if result.code or row.stderr else result.out or result.err).splitlines()
+             if x.strip()]
     picked = [x for x in lines if x.startswith(tuple(row.lines))] if row.lines and not result.code else []
     shown = " / ".join(picked) or (lines[-1] if lines else "(nothing)")
     wanted = {"ok": {0}, "error": {1}, "usage": {2}, "error or same": {0, 1}}[row.expect]
@@ -573,7 +695,7 @@ def main():
             result = run(row.argv, row.cwd, row.env)
             problems, notes, shown = judge(row, result)
             argv = [f"-m albert_min.{row.argv[0]}" if row.argv[0] in ("convert", "export") else row.argv[0],
-                    *row.argv[1:]]
+                    *(f'"{a}"' if row.argv[0] == "python" and " " in a else a for a in row.argv[1:])]
             command = ("cd " + row.cwd + " && " if row.cwd != ROOT else "") + " ".join(
                 [f"{k}={v}" for k, v in (row.env or {}).items()] + argv)
             text = code(short(shown)) + "".join(f" — {short(n)}" for n in notes)
@@ -597,7 +719,7 @@ def main():
                     "tests/fixtures/spiece_sst2_2k.model --epochs 1 --batch-size 16` for train.py); `dev16.tsv` "
                     "and `dev32.tsv` are the first rows of ../shared/data/sst2/dev.tsv. The last column is the "
                     "last line printed (stderr on an error, else stdout), then what was checked after the run.\n\n"
-                    f"{len(rows) - len(failing)} of {len(rows)} cases behave as issues 7, 24 and 28 ask"
+                    f"{len(rows) - len(failing)} of {len(rows)} cases behave as issues 7, 24, 28 and 36 ask"
                     + (f"; **FAILS**: {', '.join(failing)}" if failing else "") + ".\n\n"
                     "| case | command (shortened) | exit | what it prints |\n|---|---|---|---|\n"
                     + "\n".join(rows) + "\n")

@@ -95,6 +95,29 @@ def test_a_flipped_byte_in_model_safetensors_is_an_error_naming_the_file(tmp_pat
         evaluate.main(["--model", folder, "--data", DEV, "--quiet"])
 
 
+def test_convert_refuses_a_corrupted_albert_min_folder_as_every_loader_does(tmp_path, capsys):
+    """Issue 36.1: convert read an albert_min folder's model.safetensors as a public checkpoint,
+    so a flipped bit came out as a model.ckpt with a fresh, valid CRC."""
+    folder = cv.convert(HF_SST2, str(tmp_path / "m"), weights_format="safetensors")["dst"]
+    path = os.path.join(folder, SAFETENSORS_FILE)
+    intact = model_arrays(AlbertForSequenceClassification.from_pretrained(folder))
+    again = cv.convert(folder, str(tmp_path / "again"))["dst"]   # an intact folder converts, bit for bit
+    back = read_checkpoint(os.path.join(again, "model.ckpt"))
+    assert all(np.array_equal(back[k], intact[k]) for k in intact)
+    flip_a_tensor_byte(path)
+    capsys.readouterr()
+    assert cv.main([folder, str(tmp_path / "out")]) == 1
+    assert capsys.readouterr().err == (f"error: {path}: corrupted or replaced: its sha256 differs from the one "
+                                       f"albert_min recorded in {folder}/{MANIFEST_FILE} when it wrote the folder\n")
+    assert not os.path.exists(tmp_path / "out")
+    os.remove(os.path.join(folder, MANIFEST_FILE))   # the folder lost its manifest: MindSpore's CRC still refuses it
+    assert cv.main([folder, str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert err.endswith(f"error: {path}: not a readable MindSpore checkpoint (corrupted: failed its CRC check, "
+                        "or could not be parsed)\n") and "only its MindSpore CRC is checked" in err
+    assert not os.path.exists(tmp_path / "out")
+
+
 def test_without_a_recorded_sha256_mindspores_crc_still_catches_a_flipped_byte(tmp_path, capfd):
     path = str(tmp_path / SAFETENSORS_FILE)   # no manifest: as a user drops in MindSpore's own file
     ms.save_checkpoint(tiny_model(), path, format="safetensors", crc_check=True)

@@ -227,7 +227,101 @@ def test_the_library_is_built_once_into_the_cache(library, tmp_path):
     assert path.startswith(os.path.join(str(tmp_path), "kernels", ""))
     built = os.stat(path).st_mtime_ns
     assert build.library_path(str(tmp_path)) == path and os.stat(path).st_mtime_ns == built   # not rebuilt
-    assert os.listdir(os.path.dirname(path)) == [build.LIBRARY]                              # no temporary left
+    assert sorted(os.listdir(os.path.dirname(path))) == [build.LIBRARY, build.LIBRARY + build.RECORD_SUFFIX]
+
+
+# Issue 36.11: a truncated cached library killed train.py (SIGBUS, exit 135), a flipped byte SIGSEGV.
+@pytest.fixture
+def tiny_build(tmp_path, monkeypatch):
+    """build.py on a one-function source (built in a fraction of a second): the checks, not the kernels."""
+    source = tmp_path / "tiny.cc"
+    source.write_text('extern "C" int f() { return 1; }\n')
+    monkeypatch.setattr(build, "SOURCES", [str(source)])
+    return str(tmp_path / "cache")
+
+
+def flip(data, at):
+    return data[:at] + bytes([data[at] ^ 0xFF]) + data[at + 1:]
+
+
+@pytest.mark.parametrize("damage", ["truncated", "flipped byte", "unreadable record"])
+def test_a_damaged_cached_library_is_built_again(library, tiny_build, damage):
+    path = build.library_path(tiny_build)
+    good, record = open(path, "rb").read(), path + build.RECORD_SUFFIX
+    assert build.check_library(path) is None
+    if damage == "truncated":
+        open(path, "wb").write(good[:len(good) // 2])
+        why = f"truncated or damaged: {len(good) // 2} bytes, its build recorded {len(good)}"
+    elif damage == "flipped byte":
+        open(path, "wb").write(flip(good, len(good) // 3))
+        why = "damaged: its sha256 differs from the one its build recorded"
+    else:
+        open(record, "w").write('{"size": 1')
+        why = f"its build record is unreadable ({record}: not usable JSON"
+    assert build.check_library(path).startswith(why)
+    notices = []
+    assert build.library_path(tiny_build, notices.append) == path
+    assert len(notices) == 1 and notices[0].startswith(f"{path}: {why}") and notices[0].endswith("; built it again")
+    assert open(path, "rb").read() == good and build.check_library(path) is None
+
+
+def test_a_library_without_a_record_is_built_again_quietly(library, tiny_build):
+    path = build.library_path(tiny_build)
+    os.remove(path + build.RECORD_SUFFIX)        # an older albert_min's build: nothing to check it against
+    notices = []
+    assert build.library_path(tiny_build, notices.append) == path and notices == []
+    assert build.check_library(path) is None
+
+
+def test_a_truncated_cached_library_never_reaches_the_loader(library, tmp_path):
+    """The real library, truncated in the cache, then loaded as building any model loads it."""
+    folder = tmp_path / "kernels" / os.path.basename(os.path.dirname(library))
+    folder.mkdir(parents=True)
+    good = open(library, "rb").read()
+    (folder / build.LIBRARY).write_bytes(good[:len(good) // 2])
+    (folder / (build.LIBRARY + build.RECORD_SUFFIX)).write_bytes(open(library + build.RECORD_SUFFIX, "rb").read())
+    proc = subprocess.run([sys.executable, "-c", "from albert_min import kernels; print(kernels.library())"],
+                          cwd=ROOT, env=dict(os.environ, ALBERT_MIN_CACHE=str(tmp_path)), capture_output=True,
+                          text=True, timeout=300)
+    path = str(folder / build.LIBRARY)
+    assert (proc.returncode, proc.stdout.strip()) == (0, path), proc.stderr[-2000:]     # not -7 (SIGBUS)
+    assert proc.stderr.strip().splitlines() == [f"albert_min: kernels: {path}: truncated or damaged: "
+                                                f"{len(good) // 2} bytes, its build recorded {len(good)}; "
+                                                "built it again"]
+    assert (folder / build.LIBRARY).read_bytes() == good
+
+
+KILLED_BUILD = """
+import os, subprocess, sys, types
+import albert_min
+kernels = types.ModuleType("albert_min.kernels")      # build.py alone, without MindSpore
+kernels.__path__ = [os.path.join(os.path.dirname(albert_min.__file__), "kernels")]
+sys.modules["albert_min.kernels"] = kernels
+from albert_min.kernels import build
+build.SOURCES = [sys.argv[2]]
+real_run = subprocess.run
+def run_then_die(command, **kwargs):
+    done = real_run(command, **kwargs)
+    if "-o" in command:
+        os.kill(os.getpid(), 9)                  # killed once g++ has written the library's temporary
+    return done
+build.subprocess.run = run_then_die
+build.library_path(sys.argv[1])
+"""
+
+
+def test_a_killed_builds_temporary_is_removed_by_the_next_build(library, tiny_build):
+    killed = subprocess.run([sys.executable, "-c", KILLED_BUILD, tiny_build, build.SOURCES[0]], cwd=ROOT, timeout=300)
+    assert killed.returncode == -9
+    folder = next(os.scandir(os.path.join(tiny_build, "kernels"))).path
+    left = os.listdir(folder)
+    assert len(left) == 1 and left[0].startswith(f".{build.LIBRARY}.tmp-")
+    alive = os.path.join(folder, f".{build.LIBRARY}.tmp-{os.getpid()}-building")   # a live build's: kept
+    open(alive, "w").close()
+    path = build.library_path(tiny_build)
+    assert sorted(os.listdir(folder)) == sorted([build.LIBRARY, build.LIBRARY + build.RECORD_SUFFIX,
+                                                 os.path.basename(alive)])
+    assert build.check_library(path) is None
 
 
 def test_a_failed_build_names_the_error_and_leaves_nothing(library, tmp_path, monkeypatch):

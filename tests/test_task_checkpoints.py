@@ -4,6 +4,9 @@ question-answering and NER pipelines. Their vocabulary is 120 pieces, so the tes
 SentencePiece model of at most that size on the test files' text."""
 import json
 import os
+import re
+import subprocess
+import sys
 
 import mindspore as ms
 import numpy as np
@@ -14,7 +17,8 @@ from albert_min import pipeline
 from albert_min.modeling import AlbertForMultipleChoice, AlbertForQuestionAnswering, AlbertForTokenClassification
 from albert_min.pipelines import PipelineError
 from albert_min.task_pipelines import model_head
-from albert_min.tasks import conll, conlleval, get_task, race, squad, squad_metric
+import evaluate
+from albert_min.tasks import conll, conll_windows, conlleval, files, get_task, race, squad, squad_metric, squad_task
 from albert_min.tasks.base import DataError
 from conftest import FIXTURES
 from task_files import (CONLL, CONTEXT_1, CONTEXT_2, CONTEXT_3, RACE_FILES, read_columns, write_conll, write_race,
@@ -171,3 +175,150 @@ def test_pipeline_picks_the_head_and_refuses_qa_options_for_a_classifier(tmp_pat
     assert model_head(dst) == "sequence"                             # pooler + classifier: not a tagger
     with pytest.raises(PipelineError, match=r"options \['doc_stride'\] are for question answering models"):
         pipeline(dst, doc_stride=8)
+
+
+# ------------------------------------------------------ issue 36: long NER texts, lone surrogates
+def test_word_windows_cover_every_word_within_capacity_at_the_stride():
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        capacity = int(rng.integers(1, 12))
+        stride = int(rng.integers(1, capacity + 1))
+        sizes = [int(s) for s in rng.integers(0, capacity + 1, size=int(rng.integers(1, 40)))]
+        windows = conll_windows.word_windows(sizes, capacity, stride)
+        offsets = np.concatenate([[0], np.cumsum(sizes)])
+        assert windows[0][0] == 0 and windows[-1][1] == len(sizes)
+        for (s, e), (s2, e2) in zip(windows, windows[1:]):
+            assert s < s2 <= e < e2                                # no word skipped, always onwards
+            # the next window starts at the first word `stride` pieces on from which a new word fits
+            assert s2 == next((i for i in range(s + 1, e) if offsets[i] - offsets[s] >= stride
+                               and offsets[e + 1] - offsets[i] <= capacity), e)
+        for s, e in windows:
+            assert offsets[e] - offsets[s] <= capacity                   # fits
+            assert e == len(sizes) or offsets[e + 1] - offsets[s] > capacity   # and is full
+    many = conll_windows.word_windows([1] * 100_000, 62, 31)          # one pass: about pieces / stride windows
+    assert len(many) == -(-(100_000 - 62) // 31) + 1 and many[-1] == (99_944, 100_000)
+
+
+def test_the_ner_pipeline_tags_a_text_longer_than_max_length_whole(tmp_path, spiece):
+    """Issue 36.5: the pipeline tagged the first max_length pieces of a text only, silently."""
+    dst = converted(tmp_path, "tiny_token_cls", spiece, NER_TAGS)
+    ner = pipeline(dst, max_length=16, use_jit=False)
+    text = " ".join(["Peter Blackburn went to Paris ."] * 12)
+    words, spans = conll.split_words(text)
+    found = ner(text)
+    prepared = conll_windows.prepare_windows([words], ner.tokenizer, ner.task.label_names, 16)
+    rows = prepared.features["features"]
+    assert len(prepared.examples) > 4                                  # many windows, each within max_length
+    assert all(len(ids) <= 16 for ids in rows.input_ids)
+    # The reference: each window run alone; each word tagged by the window where it has the most context.
+    names, best = list(NER_TAGS.values()), {}
+    padded = [np.array([r + [0] * (16 - len(r)) for r in rows.input_ids], np.int32),
+              np.zeros((len(rows.input_ids), 16), np.int32),
+              np.array([[1] * len(r) + [0] * (16 - len(r)) for r in rows.input_ids], np.int32)]
+    logits = ner.model(*map(ms.Tensor, padded)).asnumpy()               # (windows, 16, tags)
+    for row, (window, ids, firsts) in enumerate(zip(prepared.examples, rows.input_ids, rows.first_piece)):
+        for w, p in zip(range(window.start, window.end), firsts):
+            context = (min(p - 1, len(ids) - 2 - p) + 0.01 * (len(ids) - 2), -window.start)
+            best[w] = max(best.get(w, (context, "")), (context, names[int(logits[row, p].argmax())]))
+    tags = [best[w][1] for w in range(len(words))]
+    assert [(e["type"], e["start"], e["end"]) for e in found] == \
+        [(kind, spans[a][0], spans[b][1]) for kind, a, b in conlleval.entities(tags)]
+    assert found[-1]["end"] > len(text) - 20 > 16 * 8                # an entity at the end, far beyond one window
+    assert ner([text, "Bonn"])[0] == found
+
+
+def test_a_ner_text_that_fits_one_window_gets_evaluates_features(tmp_path, spiece):
+    tok = AlbertTokenizer(spiece)
+    texts = [conll.split_words(t)[0] for t in ("Peter Blackburn went to Paris .", "EU  rejects German call", "Bonn")]
+    prepared = conll_windows.prepare_windows(texts, tok, tuple(NER_TAGS.values()), 48)
+    sentences = [conll.Sentence(w, ["O"] * len(w), [0] * len(w)) for w in texts]
+    direct = conll.encode_sentences(tok, sentences, tuple(NER_TAGS.values()), 48)
+    assert len(prepared.examples) == 3
+    assert prepared.features["features"].input_ids == direct.input_ids
+    assert prepared.features["features"].first_piece == direct.first_piece
+
+
+@pytest.mark.parametrize("fixture, item, where", [
+    ("tiny_token_cls", "Peter \ud800 Blackburn", "input"),
+    ("tiny_token_cls", ["Bonn", "Peter \ud800 Blackburn"], "input 1"),
+    ("tiny_qa", {"question": "Where?", "context": "Peter \ud800 Blackburn"}, r"input \(context\)"),
+    ("tiny_qa", [{"question": "Who\udc00?", "context": "Bonn"}], r"input 0 \(question\)")])
+def test_the_qa_and_ner_pipelines_name_the_item_with_a_lone_surrogate(fixture, item, where, tmp_path, spiece):
+    dst = converted(tmp_path, fixture, spiece, NER_TAGS if fixture == "tiny_token_cls" else None)
+    run = pipeline(dst, **({"doc_stride": 16, "max_query_length": 16} if fixture == "tiny_qa" else {}))
+    with pytest.raises(PipelineError, match=f"^{where}: not valid Unicode: lone surrogate U\\+D[8C]00 at character"):
+        run(item)
+
+
+# ------------------------------------------------ issue 36: evaluate.py --force and the tasks' own files
+EVALUATED = {"squad": ("tiny_qa", "predictions.json"), "squad_v2": ("tiny_qa", "predictions.json"),
+             "race": ("tiny_multiple_choice", "race.json"), "conll": ("tiny_token_cls", "columns.txt")}
+
+
+def dead_pid():
+    return int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                              text=True).stdout)
+
+
+def another_layout(path):
+    """The same predictions as another tool writes them (JSON indented by 4, as Google's and Hugging
+    Face's SQuAD scripts do; columns separated by tabs)."""
+    text = open(path, encoding="utf-8").read()
+    return json.dumps(json.loads(text), indent=4) + "\n" if path.endswith(".json") else text.replace(" ", "\t")
+
+
+def changed(path):
+    """Other predictions, in the layout evaluate.py writes: what an earlier run left."""
+    text = open(path, encoding="utf-8").read()
+    if not path.endswith(".json"):
+        return text.replace(" O\n", " I-PER\n", 1)
+    value = json.loads(text)
+    first = next(iter(value))
+    value[first] = ("another answer" if isinstance(value[first], str) else
+                    ["A" for _ in value[first]] if isinstance(value[first], list) else value[first] + 1.5)
+    return files.json_text(value)
+
+
+@pytest.mark.parametrize("task", EVALUATED)
+def test_evaluate_force_replaces_its_own_task_predictions_and_nothing_else(task, tmp_path, spiece):
+    fixture, name = EVALUATED[task]
+    model = converted(tmp_path, fixture, spiece, NER_TAGS if task == "conll" else None)
+    data = {"squad": lambda: write_squad(tmp_path), "squad_v2": lambda: write_squad(tmp_path, version_2=True),
+            "race": lambda: write_race(tmp_path),
+            "conll": lambda: write_conll(tmp_path, CONLL.replace("B-LOC", "I-LOC"))}[task]()
+    out = str(tmp_path / "out" / name)
+    args = ["--model", model, "--data", data, "--task", task, "--output", out, "--quiet", "--no-jit",
+            *(["--doc-stride", "16", "--max-query-length", "16"] if task.startswith("squad") else [])]
+    evaluate.main(args)
+    written = {n: open(os.path.join(tmp_path, "out", n), "rb").read() for n in os.listdir(tmp_path / "out")}
+    assert sorted(written) == sorted([name] + ["null_odds.json"] * (task == "squad_v2"))
+    for n in written:                                        # an earlier run's predictions: replaced
+        earlier = changed(os.path.join(tmp_path, "out", n))
+        open(os.path.join(tmp_path, "out", n), "w", encoding="utf-8").write(earlier)
+    killed = os.path.join(tmp_path, "out", f".{name}.tmp-{dead_pid()}-x1")   # a killed writer's temporary
+    open(killed, "w").write("half")
+    evaluate.main(args + ["--force"])
+    assert {n: open(os.path.join(tmp_path, "out", n), "rb").read() for n in os.listdir(tmp_path / "out")} == written
+    for n in written:                                        # the same predictions in another tool's layout: kept
+        path = os.path.join(tmp_path, "out", n)
+        theirs = another_layout(path)
+        open(path, "w", encoding="utf-8").write(theirs)
+        with pytest.raises(SystemExit, match=re.escape(f"error: {path}: not a predictions file evaluate.py wrote; "
+                                                       "refusing to replace it")):
+            evaluate.main(args + ["--force"])
+        assert open(path, encoding="utf-8").read() == theirs
+        open(path, "wb").write(written[n])
+
+
+def test_the_task_files_are_not_taken_for_predictions(tmp_path):
+    """Neither data file of a task is a predictions file, whatever --force says."""
+    squad_data, conll_data = write_squad(tmp_path), write_conll(tmp_path)
+    assert not squad_task.SquadTask.prediction_kind.is_ours(squad_data)
+    assert not race.RaceTask.prediction_kind.is_ours(os.path.join(write_race(tmp_path), "high", "2.txt"))
+    assert not conll.ConllTask.prediction_kind.is_ours(conll_data)       # four columns, a -DOCSTART- line
+    sentences = [(s.words, s.tags, s.tags) for s in conll.read_conll(conll_data)]
+    conlleval.write_columns(str(tmp_path / "ours.txt"), sentences)
+    assert conll.ConllTask.prediction_kind.is_ours(str(tmp_path / "ours.txt"))
+    files.write_json(str(tmp_path / "ours.json"), {"q1": "on the red mat"})
+    assert squad_task.SquadTask.prediction_kind.is_ours(str(tmp_path / "ours.json"))
+    assert not race.RaceTask.prediction_kind.is_ours(str(tmp_path / "ours.json"))   # not letters per file

@@ -4,7 +4,8 @@ that chooses them (see README.md in this folder).
 ``linear()``, ``layer_norm(eps)``, ``softmax()``, ``batch_matmul()`` and ``activation(name, fn)``
 return what a layer computes with:
 MindSpore's own ops, or the same forward whose gradient comes from
-``backward.cc``, compiled on first use (``build.py``). Without a compiler or
+``backward.cc``, compiled on first use (``build.py``; a cached library that is not
+what its build recorded is built again, after a one-line notice). Without a compiler or
 BLAS the layers use MindSpore's ops, after a one-line notice;
 ``ALBERT_MIN_KERNELS=off`` asks for them, and so does ``forward_only()`` for the
 layers built inside it (a model that only predicts); they are used on CPU only
@@ -65,7 +66,7 @@ def library():
     root = default_compile_cache()
     if root not in _LIBRARY:
         try:
-            path = library_path(root)
+            path = library_path(root, notice=lambda line: print(f"albert_min: kernels: {line}", file=sys.stderr))
             loaded = ctypes.CDLL(path)                 # fails here, not inside a graph, if it cannot load
             loaded.set_blas_threads(BLAS_THREADS)
             loaded.set_kernel_threads(KERNEL_THREADS)

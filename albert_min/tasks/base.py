@@ -65,12 +65,15 @@ class Task:
         inputs: which of train.py's data flags the task reads: ("train", "dev") or ("text",).
         pretraining: True for objectives trained from random weights (train.py then turns on
             Adam's bias correction in the schedule, see ``training.with_adam_bias_correction``).
+        prediction_kind: the ``safe_output.FileKind`` of what ``write_predictions`` writes: how
+            ``evaluate.py --force`` recognises a file it wrote (None: the task writes none).
     """
     name = ""
     model_class = "AlbertModel"
     head_prefixes = ()
     inputs = ("train", "dev")
     pretraining = False
+    prediction_kind = None
 
     def options(self) -> dict:
         """The task's own settings (``get_task``'s keyword arguments) that a model folder records
@@ -93,6 +96,12 @@ class Task:
         (e.g. GLUE's index<TAB>prediction, SQuAD's predictions.json). The caller has checked
         that ``path`` may be written; writing should be atomic (temporary file, then rename)."""
         raise NotImplementedError
+
+    def prediction_files(self, path: str) -> dict:
+        """``{file: FileKind}``: every file ``write_predictions(path, ...)`` writes (``path``, and
+        SQuAD v2.0's null_odds.json beside it), each with how ``--force`` recognises one
+        albert_min wrote (``safe_output.check_file_target``)."""
+        return {path: self.prediction_kind}
 
     # ---------------------------------------------------------------- the model
     def configure_model(self, config, examples) -> None:

@@ -22,7 +22,7 @@ import numpy as np
 from ..data import DataError, pad_batch, text_lines
 from . import predicting
 from .base import Prepared, Task, finite_or_worst, shuffled_batches
-from .conlleval import entities, evaluate, write_columns
+from .conlleval import COLUMNS_KIND, entities, evaluate, write_columns
 
 IGNORE = -100          # label of pieces that are not the first of a word (the loss skips it)
 DOCSTART = "-DOCSTART-"
@@ -179,6 +179,7 @@ class ConllTask(Task):
     model_class = "AlbertForTokenClassification"
     head_prefixes = ("classifier.",)
     default_max_length = 128
+    prediction_kind = COLUMNS_KIND
 
     def __init__(self, name="conll"):
         self.name = name

@@ -14,7 +14,8 @@ share of tokens whose whole tag is right.
 
 import dataclasses
 
-from .files import write_text
+from .files import PREDICTIONS, bounded_text, write_text
+from ..safe_output import FileKind
 
 
 def split_tag(tag):
@@ -164,3 +165,21 @@ def write_columns(path, sentences):
             lines.append(f"{word} {gold} {pred}\n")
         lines.append("\n")
     write_text(path, "".join(lines))
+
+
+def is_written_columns(path):
+    """Whether ``path`` holds exactly what ``write_columns`` writes: ``word gold predicted``
+    lines (one space between fields, no other white space, the gold tag ``O`` or
+    ``B-``/``I-TYPE`` as the data files have it), a blank line after each sentence and nowhere else."""
+    text = bounded_text(path)
+    if not text or not text.endswith("\n\n") or text.startswith("\n") or "\n\n\n" in text:
+        return False
+    for line in text[:-1].split("\n"):
+        fields = line.split(" ")
+        if line and (len(fields) != 3 or any(not f or any(ch.isspace() for ch in f) for f in fields)
+                     or not (fields[1] == "O" or fields[1][:2] in ("B-", "I-") and len(fields[1]) > 2)):
+            return False
+    return True
+
+
+COLUMNS_KIND = FileKind(PREDICTIONS, is_written_columns)   # what evaluate.py --force may replace

@@ -1,10 +1,12 @@
 """JSON in and out for the task modules: reading names the file (and line) of bad JSON,
-writing goes to a temporary file renamed over the target, so no reader sees half a file."""
+writing goes to a temporary file renamed over the target, so no reader sees half a file, and
+``json_kind`` recognises a predictions file written so (what ``evaluate.py --force`` may replace)."""
 
 import json
+import os
 
 from ..data import DataError
-from ..safe_output import replace_file
+from ..safe_output import FileKind, remove_dead_temp_files, replace_file
 
 
 def read_json(path):
@@ -20,11 +22,50 @@ def read_json(path):
 
 def write_text(path, text):
     """Write ``text`` to ``path`` atomically (``safe_output.replace_file``: a temporary file of
-    its own beside it, never a name a user's file may have, renamed over the target)."""
+    its own beside it, never a name a user's file may have, renamed over the target), first
+    removing the temporaries a killed writer left there."""
+    remove_dead_temp_files(os.path.abspath(path))
     with replace_file(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
         f.write(text)
 
 
+def json_text(obj):
+    """The exact text ``write_json`` writes for ``obj``."""
+    return json.dumps(obj, ensure_ascii=False, indent=2) + "\n"
+
+
 def write_json(path, obj):
     """Write ``obj`` as indented JSON to ``path`` atomically."""
-    write_text(path, json.dumps(obj, ensure_ascii=False, indent=2) + "\n")
+    write_text(path, json_text(obj))
+
+
+# ---------------------------------------------------------- recognising what was written
+# The official prediction layouts (SQuAD's {id: answer}, conlleval's columns) have no room for
+# a mark of their own, so evaluate.py --force recognises its earlier output by its exact bytes:
+# what these writers write for the value read back, of the task's shape. A hand-made file, another
+# tool's (Google's and Hugging Face's SQuAD scripts indent by 4) or a data file is refused.
+PREDICTIONS = "a predictions file evaluate.py wrote"   # FileKind.name, for messages
+MAX_BYTES = 64 << 20      # recognising reads at most this much: a bigger file is not one of ours
+
+
+def bounded_text(path):
+    """The UTF-8 text of ``path`` if it has at most ``MAX_BYTES`` bytes, else None."""
+    with open(path, "rb") as f:
+        raw = f.read(MAX_BYTES + 1)
+    try:
+        return raw.decode("utf-8") if len(raw) <= MAX_BYTES else None
+    except UnicodeDecodeError:
+        return None
+
+
+def json_kind(shape):
+    """The ``FileKind`` of a JSON predictions file: exactly what ``write_json`` writes for its
+    value, a value ``shape(value)`` accepts."""
+    def is_ours(path):
+        text = bounded_text(path)
+        try:
+            value = json.loads(text) if text else None
+        except (ValueError, RecursionError):
+            return False
+        return value is not None and shape(value) and json_text(value) == text
+    return FileKind(PREDICTIONS, is_ours)

@@ -10,13 +10,19 @@ import numpy as np
 
 from .. import glue
 from ..data import DataError, check_labels, encode_examples, pad_with_types
+from ..safe_output import FileKind, starts_with
 from .base import Prepared, Task, finite_or_worst, shuffled_batches
+from .files import PREDICTIONS, write_text
+
+
+PREDICTIONS_HEADER = "index\tprediction\n"   # GLUE's submission layout: index<TAB>prediction rows
 
 
 class GlueTask(Task):
     """A task of the GLUE table in ``albert_min.glue`` (``spec``: its layout, labels and metrics)."""
     model_class = "AlbertForSequenceClassification"
     head_prefixes = ("classifier.",)
+    prediction_kind = FileKind(PREDICTIONS, starts_with(PREDICTIONS_HEADER.encode()))   # it starts with the header
 
     def __init__(self, name: str):
         self.spec = glue.get_task(name)
@@ -117,12 +123,4 @@ class GlueTask(Task):
         else:
             names = glue.label_strings(self.spec, logits.shape[1])
             shown = [names[i] for i in logits.argmax(-1)]
-        tmp = f"{path}.tmp-{os.getpid()}"
-        try:
-            with open(tmp, "w", encoding="utf-8") as f:
-                f.write("index\tprediction\n")
-                f.writelines(f"{i}\t{p}\n" for i, p in zip(prepared.examples.index, shown))
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.remove(tmp)
+        write_text(path, PREDICTIONS_HEADER + "".join(f"{i}\t{p}\n" for i, p in zip(prepared.examples.index, shown)))

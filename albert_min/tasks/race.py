@@ -24,7 +24,7 @@ import numpy as np
 from ..data import DataError, pad_with_types
 from . import predicting
 from .base import Prepared, Task, finite_or_worst, shuffled_batches
-from .files import read_json, write_json
+from .files import json_kind, read_json, write_json
 
 LEVELS = ("middle", "high")
 LETTERS = "ABCD"
@@ -190,6 +190,9 @@ class RaceTask(Task):
     model_class = "AlbertForMultipleChoice"
     head_prefixes = ("classifier.",)
     default_max_length = 512
+    prediction_kind = json_kind(lambda v: isinstance(v, dict) and all(   # {"high10024.txt": ["C", ...]}
+        isinstance(letters, list) and all(isinstance(x, str) and len(x) == 1 and x in LETTERS for x in letters)
+        for letters in v.values()))
 
     def __init__(self, name="race", max_qa_length=128):
         if not isinstance(max_qa_length, int) or isinstance(max_qa_length, bool) or max_qa_length < 1:

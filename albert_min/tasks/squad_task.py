@@ -18,7 +18,7 @@ import numpy as np
 from ..data import DataError, pad_with_types
 from . import predicting, squad, squad_decode, squad_metric
 from .base import Prepared, Task, finite_or_worst, shuffled_batches
-from .files import write_json
+from .files import json_kind, write_json
 
 # SquadTask's options and their defaults; train.py and evaluate.py have a flag of each name
 # (--doc-stride ...), and a model folder's training_settings.json records those it was trained with.
@@ -103,6 +103,10 @@ class SquadTask(Task):
     model_class = "AlbertForQuestionAnswering"
     head_prefixes = ("qa_outputs.",)
     default_max_length = 384
+    # predictions.json {id: answer}; v2.0's null_odds.json {id: odds}
+    prediction_kind = json_kind(lambda v: isinstance(v, dict) and all(isinstance(a, str) for a in v.values()))
+    null_odds_kind = json_kind(lambda v: isinstance(v, dict) and all(
+        isinstance(x, (int, float)) and not isinstance(x, bool) for x in v.values()))
 
     def __init__(self, name="squad", doc_stride=OPTION_DEFAULTS["doc_stride"],
                  max_query_length=OPTION_DEFAULTS["max_query_length"],
@@ -141,6 +145,9 @@ class SquadTask(Task):
     def tokenizer_text(self, data):
         contexts = list(dict.fromkeys(e.context for e in data.examples))
         return contexts + [e.question for e in data.examples]
+
+    def prediction_files(self, path):
+        return {path: self.prediction_kind, **({null_odds_path(path): self.null_odds_kind} if self.version_2 else {})}
 
     def write_predictions(self, path, prepared, outputs):
         """predictions.json ``{id: answer}`` at ``path``; for v2.0 also ``null_odds.json``
