@@ -389,7 +389,7 @@ def test_corrupt_spiece_model_and_train_metrics_name_the_path(model_dir, tmp_pat
     folder = copy_model(model_dir, tmp_path, "metrics")
     metrics = os.path.join(folder, "train_metrics.json")
     open(metrics, "wb").write(b'{"max_length": 6')
-    with pytest.raises(SystemExit, match=f"^error: {metrics}: not usable JSON"):
+    with pytest.raises(SystemExit, match=f"^error: {metrics}:1: not JSON"):
         evaluate.main(["--model", folder, "--data", data, "--quiet"])
     open(metrics, "w").write('{"max_length": "long"}')
     with pytest.raises(SystemExit, match=f"^error: {metrics}: 'max_length' must be int, got 'long'"):
