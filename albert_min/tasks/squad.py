@@ -191,6 +191,8 @@ def max_context_flags(start, length, starts, size, num_pieces):
     length is largest (the first such window on a tie). Only the windows overlapping this one
     are scored (found by bisection in the sorted ``starts``), so cutting a context of n pieces
     takes time linear in n."""
+    if length < 1:   # the one window of an empty context
+        return []
     first, last = bisect.bisect_left(starts, start - size + 1), bisect.bisect_right(starts, start + length - 1)
     near = np.asarray(starts[first:last])
     lengths = np.minimum(size, num_pieces - near)[:, None]          # (W, 1) the overlapping windows
