@@ -289,7 +289,7 @@ def read_json_object(path: str) -> dict:
     """A JSON file that must hold an object, with errors that name the file."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"config file not found: {path}")
-    data = load_json(path, ConfigError, MAX_JSON_BYTES, kind="a config file")
+    data = load_json(path, ConfigError, MAX_JSON_BYTES, kind="a config file", constants=True)   # NaN: named by key
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a JSON object")
     return data

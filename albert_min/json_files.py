@@ -51,21 +51,23 @@ def _refuse_constant(name):
     raise ValueError(f"{name} is not a JSON number")
 
 
-def load_json(path, error=JSONFileError, max_bytes=MAX_BYTES, kind="a file albert_min wrote"):
+def load_json(path, error=JSONFileError, max_bytes=MAX_BYTES, kind="a file albert_min wrote", constants=False):
     """The parsed content of ``path``: plain, finite UTF-8 JSON (a byte-order mark is skipped),
     else ``error`` naming ``path:line``. Every JSON file albert_min reads comes through here:
     its own (JSONFileError), config.json (ConfigError), SQuAD and RACE files (DataError).
 
     ``max_bytes``: a bigger file is ``error`` ("not ``kind``"); None reads any size (a data set).
+    ``constants``: read NaN and Infinity as floats (config.json, whose checks name the key
+    that holds one) instead of refusing them here.
     """
     with open(path, "rb") as f:
         raw = f.read() if max_bytes is None else f.read(max_bytes + 1)
     if max_bytes is not None and len(raw) > max_bytes:
         raise error(f"{path}: larger than {_size(max_bytes)}; not {kind}")
-    return parse_json(path, raw, error)
+    return parse_json(path, raw, error, constants)
 
 
-def parse_json(path, raw: bytes, error=JSONFileError):
+def parse_json(path, raw: bytes, error=JSONFileError, constants=False):
     """``raw`` (the bytes of ``path``) parsed as ``load_json`` parses them."""
     try:
         text = raw.decode("utf-8-sig")
@@ -73,14 +75,14 @@ def parse_json(path, raw: bytes, error=JSONFileError):
         line = raw.count(b"\n", 0, err.start) + 1
         raise error(f"{path}:{line}: not UTF-8") from None
     try:
-        return json.loads(text, parse_constant=_refuse_constant)
+        return json.loads(text, parse_constant=None if constants else _refuse_constant)
     except json.JSONDecodeError as err:
         raise error(f"{path}:{err.lineno}: not JSON ({err.msg})") from None
     except RecursionError:   # Python's reader recurses once per level
         line, depth = _deepest(text)
         raise error(f"{path}:{line}: not usable JSON (nested too deeply: {depth} levels)") from None
     except ValueError as err:   # integers over 4300 digits, NaN/Infinity
-        line, what = _unusable_number(text)
+        line, what = _unusable_number(text, constants)
         raise error(f"{path}:{line}: not usable JSON ({what or str(err)[:120]})") from None
 
 
@@ -103,15 +105,16 @@ def _deepest(text):
     return text.count("\n", 0, at) + 1, best
 
 
-def _unusable_number(text):
+def _unusable_number(text, constants=False):
     """(line, what) of the first number Python cannot read as JSON: an integer of more than
-    ``sys.get_int_max_str_digits()`` digits, NaN or Infinity; (1, None) if none is found."""
+    ``sys.get_int_max_str_digits()`` digits, or (``constants`` False) NaN or Infinity; (1, None)
+    if none is found."""
     limit = sys.get_int_max_str_digits() or float("inf")
     for match in _TOKENS.finditer(text):
         token, digits = match.group(), match.group(1)
         if digits is not None and not (match.group(2) or match.group(3)) and len(digits) > limit:
             what = f"an integer of {len(digits)} digits; Python reads at most {limit}"
-        elif token in ("NaN", "Infinity", "-Infinity"):
+        elif token in ("NaN", "Infinity", "-Infinity") and not constants:
             what = f"{token} is not a JSON number"
         else:
             continue
