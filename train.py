@@ -229,8 +229,8 @@ def resumed_settings(settings, given):
     p.source = path
     check_settings(p, p.parse_args(settings_argv(saved) + ["--resume"]))   # a hand-edited setting: named here
     flat = settings_for_resume(saved, given, path)
-    check_inputs_unchanged(inputs, path)
     resumed = check_settings(p, p.parse_args(settings_argv(flat) + ["--resume"]))
+    check_inputs_unchanged(inputs, path, resumed)
     resumed.training.output = settings.training.output   # the folder given now (the same one, maybe spelt otherwise)
     resumed.device = settings.device                     # where this process runs: not a setting of the run
     return resumed

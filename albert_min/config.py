@@ -13,6 +13,7 @@ import math
 import os
 from typing import Optional
 from .errors import AlbertMinError
+from .json_files import load_json
 
 ACTIVATIONS = ("gelu", "gelu_new", "relu", "tanh")
 GROUP_MAPPINGS = ("hf", "google")     # see modeling.loop_group
@@ -288,23 +289,7 @@ def read_json_object(path: str) -> dict:
     """A JSON file that must hold an object, with errors that name the file."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"config file not found: {path}")
-    with open(path, "rb") as f:
-        raw = f.read(MAX_JSON_BYTES + 1)
-    if len(raw) > MAX_JSON_BYTES:
-        raise ConfigError(f"{path}: larger than {MAX_JSON_BYTES} bytes; not a config file")
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as err:
-        line = raw[:err.start].count(b"\n") + 1
-        raise ConfigError(f"{path}:{line}: not UTF-8") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise ConfigError(f"{path}: not valid JSON ({err})") from None
-    except RecursionError:
-        raise ConfigError(f"{path}: JSON nested too deeply") from None
-    except ValueError as err:   # e.g. an integer literal of thousands of digits
-        raise ConfigError(f"{path}: not usable JSON ({err})") from None
+    data = load_json(path, ConfigError, MAX_JSON_BYTES, kind="a config file", constants=True)   # NaN: named by key
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a JSON object")
     return data

@@ -1,6 +1,7 @@
-"""Reading the JSON files albert_min itself writes (state.json, train_metrics.json,
-training_settings.json) without trusting them: a hand-edited or hostile file is one
-``JSONFileError`` naming the file and the key, never a traceback from deep inside.
+"""Reading JSON without trusting it: one reader (``load_json``) for every JSON file albert_min
+reads, its own (state.json, train_metrics.json, training_settings.json), config.json and
+the SQuAD and RACE data files. A hand-edited or hostile file is one error naming the file
+and line (and, through ``check_fields``, the key), never a traceback from deep inside.
 
     state = read_json(path, {"epoch": Field(int, low=0), "step": Field(int, low=0),
                              "best": Field(float, required=False, none=True)})
@@ -14,6 +15,8 @@ its range, and for lists the type of each item.
 import dataclasses
 import json
 import math
+import re
+import sys
 from typing import Optional
 
 from .errors import AlbertMinError
@@ -48,22 +51,79 @@ def _refuse_constant(name):
     raise ValueError(f"{name} is not a JSON number")
 
 
-def load_json(path):
-    """The parsed content of ``path``; JSONFileError naming ``path`` if it is not plain, finite JSON."""
+def load_json(path, error=JSONFileError, max_bytes=MAX_BYTES, kind="a file albert_min wrote", constants=False):
+    """The parsed content of ``path``: plain, finite UTF-8 JSON (a byte-order mark is skipped),
+    else ``error`` naming ``path:line``. Every JSON file albert_min reads comes through here:
+    its own (JSONFileError), config.json (ConfigError), SQuAD and RACE files (DataError).
+
+    ``max_bytes``: a bigger file is ``error`` ("not ``kind``"); None reads any size (a data set).
+    ``constants``: read NaN and Infinity as floats (config.json, whose checks name the key
+    that holds one) instead of refusing them here.
+    """
     with open(path, "rb") as f:
-        raw = f.read(MAX_BYTES + 1)
-    if len(raw) > MAX_BYTES:
-        raise JSONFileError(f"{path}: larger than {MAX_BYTES >> 20} MiB; not a file albert_min wrote")
+        raw = f.read() if max_bytes is None else f.read(max_bytes + 1)
+    if max_bytes is not None and len(raw) > max_bytes:
+        raise error(f"{path}: larger than {_size(max_bytes)}; not {kind}")
+    return parse_json(path, raw, error, constants)
+
+
+def parse_json(path, raw: bytes, error=JSONFileError, constants=False):
+    """``raw`` (the bytes of ``path``) parsed as ``load_json`` parses them."""
     try:
         text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise JSONFileError(f"{path}: not UTF-8") from None
+    except UnicodeDecodeError as err:
+        line = raw.count(b"\n", 0, err.start) + 1
+        raise error(f"{path}:{line}: not UTF-8") from None
     try:
-        return json.loads(text, parse_constant=_refuse_constant)
-    except RecursionError:
-        raise JSONFileError(f"{path}: nested too deeply to be a file albert_min wrote") from None
-    except ValueError as err:   # JSONDecodeError, integers over 4300 digits, NaN/Infinity
-        raise JSONFileError(f"{path}: not usable JSON ({str(err)[:120]})") from None
+        return json.loads(text, parse_constant=None if constants else _refuse_constant)
+    except json.JSONDecodeError as err:
+        raise error(f"{path}:{err.lineno}: not JSON ({err.msg})") from None
+    except RecursionError:   # Python's reader recurses once per level
+        line, depth = _deepest(text)
+        raise error(f"{path}:{line}: not usable JSON (nested too deeply: {depth} levels)") from None
+    except ValueError as err:   # integers over 4300 digits, NaN/Infinity
+        line, what = _unusable_number(text, constants)
+        raise error(f"{path}:{line}: not usable JSON ({what or str(err)[:120]})") from None
+
+
+# JSON's tokens as far as finding the place of an error needs them: strings (skipped whole),
+# brackets, numbers (integer part, fraction, exponent), the constants NaN and Infinity.
+_TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[{]|[\]}]|-?(\d+)(\.\d+)?([eE][-+]?\d+)?|NaN|-?Infinity')
+
+
+def _deepest(text):
+    """(line, depth) where ``text`` is first nested deepest; only read after an error."""
+    depth, best, at = 0, 0, 0
+    for match in _TOKENS.finditer(text):
+        token = match.group()
+        if token in ("[", "{"):
+            depth += 1
+            if depth > best:
+                best, at = depth, match.start()
+        elif token in ("]", "}"):
+            depth -= 1
+    return text.count("\n", 0, at) + 1, best
+
+
+def _unusable_number(text, constants=False):
+    """(line, what) of the first number Python cannot read as JSON: an integer of more than
+    ``sys.get_int_max_str_digits()`` digits, or (``constants`` False) NaN or Infinity; (1, None)
+    if none is found."""
+    limit = sys.get_int_max_str_digits() or float("inf")
+    for match in _TOKENS.finditer(text):
+        token, digits = match.group(), match.group(1)
+        if digits is not None and not (match.group(2) or match.group(3)) and len(digits) > limit:
+            what = f"an integer of {len(digits)} digits; Python reads at most {limit}"
+        elif token in ("NaN", "Infinity", "-Infinity") and not constants:
+            what = f"{token} is not a JSON number"
+        else:
+            continue
+        return text.count("\n", 0, match.start()) + 1, what
+    return 1, None
+
+
+def _size(n):
+    return f"{n >> 20} MiB" if n >= 1 << 20 and not n % (1 << 20) else f"{n} bytes"
 
 
 def check_fields(path, data, schema: dict, where=""):

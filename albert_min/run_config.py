@@ -11,7 +11,7 @@ import os
 from typing import Optional
 
 from .errors import AlbertMinError
-from .tasks.squad_task import OPTION_DEFAULTS
+from .tasks.squad_task import OPTION_DEFAULTS, article_range
 from .training_config import EXTENDABLE, PRESENTATION, TrainingConfig
 from .training_state import file_fingerprint
 
@@ -70,16 +70,30 @@ class RunConfig:
         return {name: getattr(self, name) for name in names if getattr(self, name) is not None}
 
     def input_files(self) -> list:
-        """The files the run reads (a model folder: the files that make its model)."""
-        files = [p for p in (self.train, self.dev, self.text, *self.tokenizer_text, self.config, self.tokenizer) if p]
+        """The files and folders the run reads (a SQuAD ``FILE.json:FIRST-LAST``: FILE.json; a model
+        folder: the files that make its model), which no output may be or hold."""
+        data = [p for p in (self.train, self.dev) if p]
+        if self.task in ("squad", "squad_v2"):
+            data = [article_range(p)[0] for p in data]
+        files = data + [p for p in (self.text, *self.tokenizer_text, self.config, self.tokenizer) if p]
         if self.init:   # its weights are model.ckpt or model.safetensors (checkpoint.WEIGHTS_FILES)
             files += [os.path.join(self.init, n) for n in ("config.json", "model.ckpt", "model.safetensors",
                                                            "spiece.model")
                       if os.path.isfile(os.path.join(self.init, n))]
         return files
 
+    def files_read(self) -> dict:
+        """{each input as given: the files reading it reads}: every file of a RACE folder, the
+        whole JSON file of a SQuAD article range (``Task.files_read``), else the input itself."""
+        from .tasks import get_task
+        task = get_task(self.task, **self.task_options())
+        data = [p for p in (self.train, self.dev) if p]
+        return {**{p: [p] for p in self.input_files()}, **{p: task.files_read(p) for p in data}}
+
     def fingerprints(self) -> dict:
-        return {path: file_fingerprint(path) for path in self.input_files() if os.path.isfile(path)}
+        """{file: its ``file_fingerprint``} of every file the run reads (``files_read``)."""
+        return {path: file_fingerprint(path) for files in self.files_read().values() for path in files
+                if os.path.isfile(path)}
 
 
 def flag_name(setting: str) -> str:
@@ -117,9 +131,10 @@ def settings_for_resume(saved: dict, given: dict, state_path: str) -> dict:
     return {**saved, "max_minutes": None, **{k: v for k, v in given.items() if k in EXTENDABLE + PRESENTATION}}
 
 
-def check_inputs_unchanged(saved: dict, state_path: str):
+def check_inputs_unchanged(saved: dict, state_path: str, settings: Optional[RunConfig] = None):
     """Every file the saved run read (``saved``: {path: fingerprint}) is still there with the same
-    size and sha256."""
+    size and sha256; and, given the run's ``settings``, it reads no file now that it did not read
+    then (a file added to a RACE folder)."""
     for path, fingerprint in saved.items():
         if not os.path.isfile(path):
             raise ResumeError(f"{path}: the run saved in {state_path} read this file, and it is gone; "
@@ -127,6 +142,17 @@ def check_inputs_unchanged(saved: dict, state_path: str):
         if file_fingerprint(path) != fingerprint:
             raise ResumeError(f"{path}: changed since the run saved in {state_path} read it (size or sha256 "
                               "differ); --resume needs the same inputs")
+    for source, files in (settings.files_read() if settings is not None else {}).items():
+        new = [path for path in files if path not in saved and os.path.isfile(path)]
+        if not new:
+            continue
+        if files != [source] and len(new) == len(files):   # saved before folders and ranges were fingerprinted
+            raise ResumeError(f"{source}: the run saved in {state_path} recorded no fingerprint of it (albert_min "
+                              "did not, for a RACE folder or a SQuAD article range), so --resume cannot tell "
+                              "that it is unchanged; start the run again with --force")
+        where = f" (in {source} now)" if files != [source] else ""
+        raise ResumeError(f"{new[0]}: the run saved in {state_path} did not read this file{where}; "
+                          "--resume needs the same inputs")
 
 
 def _as_saved(value):

@@ -9,7 +9,7 @@ import sys
 import tempfile
 
 from .config import AlbertConfig, ConfigError, load_config
-from .data import read_tsv
+from .data import read_tsv, text_lines
 from .safe_output import OutputError, check_replaceable, output_lock, recover_directory
 from .tasks import get_task
 from .json_files import Field, check_fields
@@ -81,9 +81,8 @@ def tokenizer_sentences(task, examples, extra_files):
     for path in extra_files:
         if path.endswith(".tsv"):
             extra += read_tsv(path, require_labels=False)[0]
-        else:
-            with open(path, encoding="utf-8") as f:
-                extra += [line.strip() for line in f if line.strip()]
+        else:   # text_lines: a line that is not UTF-8 is an error naming path:line
+            extra += [line.strip() for _, line in text_lines(path) if line.strip()]
     return list(task.tokenizer_text(examples)) + extra
 
 
@@ -154,6 +153,8 @@ def run_task(settings, resume, parallel, workdir):
         print(f"task {task.name}: {len(train_examples)} training examples"
               + (f", {len(dev_examples)} dev" if dev_examples is not None else ", no dev set (the last model is kept)"),
               flush=True)
+    for line in task.training_notes(train_examples):
+        print(line, flush=True)
     tokenizer, tokenizer_file = build_tokenizer(settings, task, train_examples, workdir, resume)
     if (settings.init or settings.config) and model_config.vocab_size < tokenizer.vocab_size:
         raise ConfigError(f"the tokenizer has {tokenizer.vocab_size} pieces but the model only "

@@ -65,6 +65,9 @@ class Trainer:
         self.parallel = parallel or SingleProcess()   # this worker's rows, who writes, agreed decisions
         self.protect, self.lock_output = tuple(protect), lock_output
         self.steps_per_epoch = task.steps_per_epoch(train, config.batch_size, config.seed, self.parallel)
+        if self.steps_per_epoch < 1:   # a run of 0 steps would save an untrained model as if trained
+            where = getattr(train.examples, "path", None)
+            raise TrainingError(f"{where + ': ' if where else ''}no training examples: an epoch has no step")
         self.total_steps = self.steps_per_epoch * config.epochs
         if config.max_steps:
             self.total_steps = min(self.total_steps, config.max_steps)

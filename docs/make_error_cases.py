@@ -373,6 +373,7 @@ def cases():
     issue_24_outputs(add, evaluate, ev)
     issue_28_devices(add, train, evaluate)
     issue_36_damaged_and_long(add, train, evaluate)
+    issue_36_task_inputs(add)
     return rows
 
 
@@ -518,6 +519,133 @@ def issue_36_damaged_and_long(add, train, evaluate):
                                       "{'doc_stride': 16, 'max_query_length': 16}")):
         add(id, f"{'NER' if model == ner else 'QA'} pipeline on a text with a lone surrogate",
             ["python", script, model, item, options], names=["not valid Unicode: lone surrogate U+D800", "input"])
+
+
+# ------------------------------------------------------------------ issue 36: SQuAD, RACE and CoNLL inputs (part A)
+TASK_FLAGS = [*TINY_MODEL, "--batch-size", "4", "--max-steps", "2", "--no-jit"]
+SQUAD_FLAGS = ["--task", "squad", "--max-length", "32", "--doc-stride", "8", "--max-query-length", "12"]
+
+
+def squad_file(path, edit=None, raw=None):
+    """tests/task_files' five-question SQuAD v1.1 file (``edit(data)`` changes it first), or ``raw``."""
+    from task_files import squad_json
+    data = squad_json()
+    if edit:
+        edit(data)
+    return write(path, raw if raw is not None else json.dumps(data))
+
+
+def race_split(folder, articles):
+    """A RACE split with high/1.txt, high/2.txt ... holding one question on each article."""
+    for n, article in enumerate(articles, start=1):
+        write(os.path.join(folder, "high", f"{n}.txt"), json.dumps({
+            "article": article, "questions": ["The cat sat on the _ ."], "options": [["red", "blue", "old", "big"]],
+            "answers": ["A"]}))
+    return folder
+
+
+def task_run(parts, argv):
+    """A model folder (+ .state) train.py wrote, for the cases that need one (trained once)."""
+    out = p(*parts)
+    result = run(["train.py", *argv, "--output", out])
+    assert result.code == 0, result.err[-3000:]
+    return out
+
+
+def issue_36_task_inputs(add):
+    from test_task_inputs import CONTEXT
+    qas = lambda d: d["data"][0]["paragraphs"][0]["qas"]   # noqa: E731 - article 1's first paragraph
+    # SQuAD: q2's answer_start points elsewhere, q3's answer is empty; trained on articles 1-2 as a range.
+    labels = squad_file(p("36s", "data", "s.json"), lambda d: (qas(d)[1]["answers"][0].update(answer_start=0),
+                                                       qas(d)[1]["answers"][0].update(text="Broncos"),
+                                                       qas(d)[0]["answers"][0].update(text="", answer_start=3)))
+    squad = task_run(("36s", "out"), ["--train", labels + ":1-2", "--dev", labels, *TASK_FLAGS, *SQUAD_FLAGS])
+    add("36.3", "train SQuAD: q2's answer_start points at other text, q1's answer is \"\" (training labels)",
+        ["train.py", "--train", labels + ":1-2", "--output", p("36.3", "out"), *TASK_FLAGS, *SQUAD_FLAGS],
+        expect="ok", lines=("note:", "done"))
+    add("36.8", "evaluate SQuAD with an empty answer text", ["evaluate.py", "--model", squad, "--data", labels,
+        "--quiet", "--no-jit"], expect="ok", lines=("f1",))
+    # 2. --resume after an input changed: a context of a SQuAD range's file, a gold answer of a RACE file.
+    changed = copy(os.path.dirname(labels), "36.2a", "data")
+    resumed = copy(squad, "36.2a", "out")
+    shutil.copytree(squad + ".state", resumed + ".state")
+    edit_state_paths(resumed + ".state", os.path.dirname(labels), changed)
+    squad_file(os.path.join(changed, "s.json"), raw=open(labels).read().replace("Paris is", "Lyon is"))
+    add("36.2a", "train --resume after a context changed in FILE.json of --train FILE.json:1-2",
+        ["train.py", "--output", resumed, "--resume", "--max-steps", "3"], names=[os.path.join(changed, "s.json")])
+    long_article = " ".join(["The old cat sat on the red mat near the door ."] * 100)          # 4.6 kB
+    split = race_split(p("36r", "RACE", "train"), [long_article, "A small boat left the harbour at dawn ."])
+    race = task_run(("36r", "out"), ["--task", "race", "--train", split, *TASK_FLAGS, "--max-length", "32"])
+    add("36.m1", "train RACE from scratch: an article of 4.6 kB (over SentencePiece's 4,192-byte sentence limit)",
+        ["train.py", "--task", "race", "--train", split, "--output", p("36.m1", "out"), *TASK_FLAGS,
+         "--max-length", "32"], expect="ok", lines=("trained a", "done"))
+    race_copy = copy(p("36r", "RACE"), "36.2b", "RACE")
+    resumed = copy(race, "36.2b", "out")
+    shutil.copytree(race + ".state", resumed + ".state")
+    edit_state_paths(resumed + ".state", p("36r", "RACE"), race_copy)
+    gold = os.path.join(race_copy, "train", "high", "2.txt")
+    edit_json(gold, answers=["D"])
+    add("36.2b", "train --resume after a gold answer of a RACE file changed", ["train.py", "--output", resumed,
+        "--resume", "--max-steps", "3"], names=[gold])
+    # 4, 10. A RACE folder whose file holds no question.
+    empty = race_split(p("36.4", "RACE", "dev"), ["A text ."])
+    edit_json(os.path.join(empty, "high", "1.txt"), questions=[], options=[], answers=[])
+    add("36.4", "train RACE (--tokenizer given) on a folder without questions", ["train.py", "--task", "race", "--train",
+        empty, "--output", p("36.4", "out"), *TASK_FLAGS, "--max-length", "32",
+        "--tokenizer", os.path.join(FIXTURES, "spiece_sst2_2k.model")], names=[empty, "no questions"],
+        check=ends_listing(p("36.4"), ["RACE"]))
+    add("36.10", "evaluate RACE on a folder without questions", ["evaluate.py", "--model", race, "--data", empty,
+        "--quiet"], names=[empty, "no questions"])
+    # 6. Windows over a long context (quadratic before: 116 s for 100 kB in the QA pipeline).
+    long_context = " ".join([CONTEXT] * 1700)                                            # 105 kB
+    big = squad_file(p("36.6", "s.json"), lambda d: d["data"][0]["paragraphs"][0].update(
+        context=long_context, qas=[{"id": "q1", "question": "Who won?",
+                                    "answers": [{"text": "Broncos", "answer_start": long_context.index("Broncos")}]}]))
+    add("36.6", "evaluate SQuAD, one context of 105 kB (11,500 windows of 32 pieces, stride 8)", ["evaluate.py",
+        "--model", squad, "--data", big, "--quiet"], expect="ok", lines=("f1", "seconds"), cost=True)
+    # 7, 9. JSON Python cannot read; lone surrogates; a RACE file name that is not UTF-8; a FIFO named *.txt.
+    for id, what, raw in (("36.7a", "nested 100,000 deep", "[" * 100000),
+                          ("36.7b", "an integer of 5,000 digits on line 2", '{"version": "1.1",\n "data": ' + "9" * 5000 +
+                           "}")):
+        path = squad_file(p(id, "s.json"), raw=raw)
+        add(id, f"evaluate SQuAD: JSON {what}", ["evaluate.py", "--model", squad, "--data", path, "--quiet"],
+            names=[path + ":"])
+    surrogate = squad_file(p("36.9a", "s.json"), lambda d: qas(d)[1].update(question="How long did it \ud800 sleep?"))
+    add("36.9a", "evaluate SQuAD: a question holding the JSON escape \\ud800 (a lone surrogate)",
+        ["evaluate.py", "--model", squad, "--data", surrogate, "--quiet"], names=[surrogate, "question q2"])
+    odd = race_split(p("36.9b", "RACE", "dev"), ["The cat is old ."])
+    shutil.copy(os.path.join(os.fsencode(odd), b"high", b"1.txt"), os.path.join(os.fsencode(odd), b"high", b"\xff2.txt"))
+    add("36.9b", "evaluate RACE: a file named b'\\xff2.txt' (not UTF-8)", ["evaluate.py", "--model", race, "--data",
+        odd, "--quiet"], names=[os.path.join(odd, "high"), "xff2.txt"])
+    fifo = race_split(p("36.12", "RACE", "dev"), ["The cat is old ."])
+    os.mkfifo(os.path.join(fifo, "high", "2.txt"))
+    add("36.12", "evaluate RACE: a FIFO named high/2.txt beside high/1.txt", ["evaluate.py", "--model", race,
+        "--data", fifo, "--quiet"], expect="ok", lines=("accuracy ",))
+    # Messages: a v1.1 question without answers, a byte-order mark, CR-only CoNLL, zero-width text.
+    unanswered = squad_file(p("36.m2", "s.json"), lambda d: qas(d)[1].update(answers=[]))
+    add("36.m2", "evaluate SQuAD v1.1: a question without answers", ["evaluate.py", "--model", squad, "--data",
+        unanswered, "--quiet", "--no-jit"], names=[unanswered, "question q2", "--task squad_v2"])
+    bom = squad_file(p("36.m3", "s.json"), raw="\ufeff" + open(labels).read())
+    add("36.m3", "evaluate SQuAD: the JSON starts with a UTF-8 byte-order mark", ["evaluate.py", "--model", squad,
+        "--data", bom, "--quiet", "--no-jit"], expect="ok", lines=("f1",))
+    from task_files import CONLL
+    cr = write(p("36.m4", "eng.train"), CONLL.replace("\n", "\r"))
+    add("36.m4", "train CoNLL on a file with CR-only line ends", ["train.py", "--train", cr, "--output",
+        p("36.m4", "out"), *TASK_FLAGS, "--tokenizer", os.path.join(FIXTURES, "spiece_sst2_2k.model")],
+        expect="ok", lines=("task conll", "done"))
+    zero = race_split(p("36.m5", "RACE", "train"), ["\u200b\u200c"])
+    edit_json(os.path.join(zero, "high", "1.txt"), questions=["\u200b"], options=[["\u200b"] * 4])
+    add("36.m5", "train RACE from scratch on text of zero-width characters only", ["train.py", "--task", "race",
+        "--train", zero, "--output", p("36.m5", "out"), *TASK_FLAGS, "--max-length", "32"],
+        names=[zero, "zero-width"], check=ends_listing(p("36.m5"), ["RACE"]))
+
+
+def edit_state_paths(state_dir, old, new):
+    """A copied training state as if its run had read the inputs copied from ``old`` to ``new``."""
+    path = os.path.join(state_dir, "state.json")
+    with open(path) as f:
+        text = f.read()
+    write(path, text.replace(json.dumps(old)[1:-1], json.dumps(new)[1:-1]))
 
 
 # ------------------------------------------------------------------ issue 24: outputs (cases 1, 3, 4, 6, 8, 12, 13)

@@ -51,7 +51,7 @@ def test_missing_and_invalid_json(tmp_path):
     with pytest.raises(FileNotFoundError, match="nothing.json"):
         AlbertConfig.from_json_file(str(tmp_path / "nothing.json"))
     (tmp_path / "bad.json").write_text("{not json")
-    with pytest.raises(ConfigError, match="not valid JSON"):
+    with pytest.raises(ConfigError, match=r"bad\.json:1: not JSON"):
         AlbertConfig.from_json_file(str(tmp_path / "bad.json"))
     with pytest.raises(ConfigError, match="unknown preset"):
         AlbertConfig.preset("huge")

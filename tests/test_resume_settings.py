@@ -114,8 +114,9 @@ HUGE = "9" * 5001
 
 
 @pytest.mark.parametrize("edit, message", [
-    (lambda s: json.dumps(s).replace('"step": 4', f'"step": {HUGE}', 1), "not usable JSON (Exceeds the limit"),
-    (lambda s: "[" * 100000 + "]" * 100000, "nested too deeply"),
+    (lambda s: json.dumps(s).replace('"step": 4', f'"step": {HUGE}', 1),
+     "1: not usable JSON (an integer of 5001 digits; Python reads at most 4300)"),
+    (lambda s: "[" * 100000 + "]" * 100000, "1: not usable JSON (nested too deeply: 100000 levels)"),
     (lambda s: {**s, "step": -3}, "'step' must be in [0, "),
     (lambda s: {**s, "epoch_losses": "abc"}, "'epoch_losses' must be list, got 'abc'"),
     (lambda s: {**s, "history": [{"step": "x"}]}, "'history[0].step' must be int"),
@@ -129,16 +130,16 @@ def test_hostile_state_json_is_one_error_line(saved, tmp_path, edit, message):
     out, path = hostile_state(saved, tmp_path, edit)
     with pytest.raises(SystemExit) as error:
         train.main(saved["args"] + ["--output", out, "--resume", "--epochs", "2"])
-    assert str(error.value.code).startswith(f"error: {path}: ") and message in str(error.value.code)
+    assert str(error.value.code).startswith(f"error: {path}:") and message in str(error.value.code)
     assert "\n" not in str(error.value.code)
 
 
 @pytest.mark.parametrize("name, content, message", [
-    ("train_metrics.json", f'{{"max_length": {HUGE}}}', "not usable JSON (Exceeds the limit"),
-    ("train_metrics.json", '{"max_length": NaN}', "not usable JSON (NaN is not a JSON number"),
+    ("train_metrics.json", f'{{"max_length": {HUGE}}}', "1: not usable JSON (an integer of 5001 digits"),
+    ("train_metrics.json", '{"max_length": NaN}', "1: not usable JSON (NaN is not a JSON number"),
     ("training_settings.json", '{"task": "sst2", "max_length": -1}', "'max_length' must be in [3, "),
     ("training_settings.json", '{"task": 7, "max_length": 64}', "'task' must be str, got 7"),
-    ("training_settings.json", "[" * 100000, "nested too deeply"),
+    ("training_settings.json", "[" * 100000, "1: not usable JSON (nested too deeply"),
 ])
 def test_hostile_model_folder_json_is_one_error_line(saved, tmp_path, name, content, message):
     out = copy_run(saved, tmp_path)
@@ -149,7 +150,7 @@ def test_hostile_model_folder_json_is_one_error_line(saved, tmp_path, name, cont
         f.write(content)
     with pytest.raises(SystemExit) as error:
         evaluate.main(["--model", out, "--data", str(saved["tmp"] / "dev.tsv"), "--quiet"])
-    assert str(error.value.code).startswith(f"error: {path}: ") and message in str(error.value.code)
+    assert str(error.value.code).startswith(f"error: {path}:") and message in str(error.value.code)
 
 
 def test_settings_are_stored_as_settings_and_old_folders_still_read(saved, tmp_path):
@@ -166,14 +167,14 @@ def test_settings_are_stored_as_settings_and_old_folders_still_read(saved, tmp_p
 def test_read_json_checks_types_ranges_and_items(tmp_path):
     path = tmp_path / "x.json"
     schema = {"n": Field(int, low=0, high=10), "xs": Field(list, items=float), "b": Field(float, none=True)}
-    for content, message in [('{"n": true, "xs": [], "b": null}', "'n' must be int, got True"),
-                             ('{"n": 11, "xs": [], "b": 1}', "'n' must be in [0, 10], got 11"),
-                             ('{"n": 1, "xs": [1, "a"], "b": 1}', "xs[1] must be a finite float, got 'a'"),
-                             ('{"n": 1, "xs": []}', "key 'b' is missing"),
-                             ('{"n": 1, "xs": [], "b": Infinity}', "not usable JSON"),
-                             (b'{"n": "\xff"}', "not UTF-8")]:
+    for content, message in [('{"n": true, "xs": [], "b": null}', ": 'n' must be int, got True"),
+                             ('{"n": 11, "xs": [], "b": 1}', ": 'n' must be in [0, 10], got 11"),
+                             ('{"n": 1, "xs": [1, "a"], "b": 1}', ": xs[1] must be a finite float, got 'a'"),
+                             ('{"n": 1, "xs": []}', ": key 'b' is missing"),
+                             ('{"n": 1, "xs": [],\n "b": Infinity}', ":2: not usable JSON (Infinity is not a JSON"),
+                             (b'{"n": "\xff"}', ":1: not UTF-8")]:
         path.write_bytes(content if isinstance(content, bytes) else content.encode())
-        with pytest.raises(JSONFileError, match=re.escape(f"{path}: {message}")):
+        with pytest.raises(JSONFileError, match=re.escape(f"{path}{message}")):
             read_json(str(path), schema)
     path.write_text('{"n": 3, "xs": [1, 2.5], "b": null, "other": 1}')
     assert read_json(str(path), schema)["n"] == 3

@@ -364,19 +364,24 @@ def test_a_str_where_a_list_is_expected_is_rejected():
     assert tok(["x", "z"], text_pairs=["y", "w"])["input_ids"].shape[0] == 2
 
 
-def test_sop_text_that_is_empty_or_too_long_is_a_plain_error(tmp_path):
+def test_sop_text_that_is_empty_is_a_plain_error_and_a_long_line_trains_a_tokenizer(tmp_path):
     empty = tmp_path / "empty.txt"
     empty.write_text("\n\n  \n")
     with pytest.raises(DataError, match=f"{empty}: no text"):
         read_documents(str(empty))
     code, err = script("train.py", "--task", "sop", "--text", str(empty), "--output", str(tmp_path / "o"))
     assert code == 1 and err.strip().splitlines() == [f"error: {empty}: no text"]
+    # A line over SentencePiece's 4,192-byte sentence limit is cut at spaces for tokenizer training (issue 36).
     long = tmp_path / "long.txt"
     long.write_text("a short line .\n" + "word " * 1000 + "\n\nanother one .\nand more .\n")
-    with pytest.raises(SystemExit, match=f"error: {long}: sentence 2 is 4999 bytes long, more than "
-                                         "SentencePiece's training limit of 4192"):
-        train.main(["--task", "sop", "--text", str(long), "--output", str(tmp_path / "o"), *TINY_MODEL])
-    assert not os.path.exists(tmp_path / "o")
+    from albert_min.tasks import get_task
+    from albert_min.train_run import tokenizer_sentences
+    from tokenizer import train_sentencepiece
+    task = get_task("sop")
+    sentences = tokenizer_sentences(task, task.read(str(long)), [])
+    assert max(len(s.encode()) for s in sentences) == 4999
+    spiece = AlbertTokenizer(train_sentencepiece(sentences, str(tmp_path / "sp"), vocab_size=40))
+    assert spiece.tokenize("word word") == ["\u2581word"] * 2
 
 
 def test_corrupt_spiece_model_and_train_metrics_name_the_path(model_dir, tmp_path):
@@ -389,7 +394,7 @@ def test_corrupt_spiece_model_and_train_metrics_name_the_path(model_dir, tmp_pat
     folder = copy_model(model_dir, tmp_path, "metrics")
     metrics = os.path.join(folder, "train_metrics.json")
     open(metrics, "wb").write(b'{"max_length": 6')
-    with pytest.raises(SystemExit, match=f"^error: {metrics}: not usable JSON"):
+    with pytest.raises(SystemExit, match=f"^error: {metrics}:1: not JSON"):
         evaluate.main(["--model", folder, "--data", data, "--quiet"])
     open(metrics, "w").write('{"max_length": "long"}')
     with pytest.raises(SystemExit, match=f"^error: {metrics}: 'max_length' must be int, got 'long'"):

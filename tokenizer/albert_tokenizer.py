@@ -367,26 +367,54 @@ def train_sentencepiece(sentences, model_prefix, vocab_size=8000, seed_sentence_
     Same special pieces and ids as Google's ``30k-clean.model``: <pad>=0,
     <unk>=1, [CLS]=2, [SEP]=3, [MASK]=4. Text is preprocessed exactly as the
     tokenizer will preprocess it (lower case, accents stripped), so no piece is
-    wasted on forms that can never occur. Deterministic for the same input.
-    Writes ``model_prefix.model`` and ``model_prefix.vocab``; returns the .model path.
+    wasted on forms that can never occur. A text longer than SentencePiece's
+    sentence limit (4,192 bytes) is cut at spaces (``shorter_lines``). Deterministic
+    for the same input. Writes ``model_prefix.model`` and ``model_prefix.vocab``; returns the .model path.
     """
     import sentencepiece as spm
 
     cleaner = AlbertTokenizer.__new__(AlbertTokenizer)
     cleaner.remove_space, cleaner.keep_accents, cleaner.do_lower_case = True, False, True
-    cleaned = [cleaner.preprocess_text(s) for s in sentences]
+    cleaned = [line for s in sentences for line in shorter_lines(cleaner.preprocess_text(s))]
     if not any(cleaned):
         raise TokenizerError("no text to train a SentencePiece model on")
-    for number, text in enumerate(cleaned, start=1):
-        # SentencePiece silently skips longer sentences (and fails if all are): say so instead.
-        if len(text.encode("utf-8")) > MAX_SENTENCE_BYTES:
-            raise TokenizerError(f"sentence {number} is {len(text.encode('utf-8'))} bytes long, more than "
-                                 f"SentencePiece's training limit of {MAX_SENTENCE_BYTES}; split it into shorter lines")
     try:
         _train_sentencepiece(spm, cleaned, model_prefix, vocab_size, seed_sentence_size)
     except RuntimeError as err:   # SentencePiece's C++ errors, e.g. too few distinct characters
+        if "all_chars_count" in str(err):   # its normaliser left no character at all
+            raise TokenizerError("no text to train a SentencePiece model on: every character is white space, a "
+                                 "control or a zero-width character") from None
         raise TokenizerError(f"SentencePiece training failed: {str(err).strip().splitlines()[-1]}") from None
     return model_prefix + ".model"
+
+
+def shorter_lines(text, limit=None):
+    """``text`` (preprocessed: words between single spaces) cut at spaces into lines of at most
+    ``limit`` UTF-8 bytes (``MAX_SENTENCE_BYTES``; a longer word is cut between characters).
+    SentencePiece skips a longer training sentence; its pieces never cross a space, so cutting
+    there changes nothing it learns (a RACE article or a SQuAD context of 5 kB trains as is)."""
+    limit = limit or MAX_SENTENCE_BYTES
+    if len(text) * 4 <= limit or len(text.encode("utf-8")) <= limit:
+        return [text]
+    lines, words, size = [], [], 0
+    for word in text.split(" "):
+        encoded = word.encode("utf-8")
+        while len(encoded) > limit:   # longer than a line by itself: whole lines of it, cut between characters
+            head = encoded[:limit].decode("utf-8", "ignore") or word[0]
+            if words:
+                lines.append(" ".join(words))
+                words, size = [], 0
+            lines.append(head)
+            word = word[len(head):]
+            encoded = word.encode("utf-8")
+        if words and size + 1 + len(encoded) > limit:
+            lines.append(" ".join(words))
+            words, size = [], 0
+        size += len(encoded) + (1 if words else 0)
+        words.append(word)
+    if words:
+        lines.append(" ".join(words))
+    return lines
 
 
 MAX_SENTENCE_BYTES = 4192   # SentencePiece's max_sentence_length default, passed explicitly

@@ -27,10 +27,10 @@ Data flows through the task in four forms, each made by the method named:
 
 The Trainer calls ``steps_per_epoch``, ``train_batches``, ``split_batch``, ``loss_fn``,
 ``evaluate`` and ``selection_score``; train.py (albert_min.train_run) also ``read``,
-``tokenizer_text``, ``configure_model``, ``check_model`` and ``training_sets``; evaluate.py
-``read`` and ``check_model`` (its GLUE report still reads ``albert_min.glue`` directly);
-``predict``, ``score`` and ``write_predictions`` are the evaluation path a task without a GLUE
-report (question answering, tagging) gives its script.
+``files_read``, ``training_notes``, ``tokenizer_text``, ``configure_model``, ``check_model``
+and ``training_sets``; evaluate.py ``read`` and ``check_model`` (its GLUE report still
+reads ``albert_min.glue`` directly); ``predict``, ``score`` and ``write_predictions`` are the
+evaluation path a task without a GLUE report (question answering, tagging) gives its script.
 """
 
 import dataclasses
@@ -86,6 +86,16 @@ class Task:
         """The examples of the data file ``path``; DataError naming ``path:line`` on a bad row,
         FileNotFoundError if it is missing."""
         raise NotImplementedError
+
+    def files_read(self, path: str) -> list:
+        """The files ``read(path)`` reads (a resume checks each is unchanged): ``[path]`` by default;
+        every file of a folder, or the whole file of a part of it."""
+        return [path]
+
+    def training_notes(self, examples) -> list:
+        """Lines train.py prints about a training file before it trains on it (the questions a
+        task leaves out, and why); [] by default."""
+        return []
 
     def tokenizer_text(self, examples) -> list:
         """The sentences a new SentencePiece model is trained on (the training file's text)."""

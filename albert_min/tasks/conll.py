@@ -1,7 +1,7 @@
 """CoNLL-2003 NER: the shared task's column files -> word-level features -> word tags.
 
-Files hold one token a line, ``word POS chunk NER`` separated by spaces, a blank line
-between sentences and a ``-DOCSTART-`` line opening each document (skipped). Tags stay in
+Files hold one token a line (lines end in LF, CRLF or CR), ``word POS chunk NER`` separated
+by spaces, a blank line between sentences and a ``-DOCSTART-`` line opening each document (skipped). Tags stay in
 the files' IOB1 scheme; ``conlleval`` scores them as they are.
 
 Each word is tokenized on its own (as a word after a space, so its first piece carries
@@ -35,11 +35,21 @@ class Sentence:
     lines: list          # each word's line number in the file, for messages
 
 
+def conll_lines(path):
+    """``(line number, line)`` of a CoNLL file whose lines end in LF, CRLF or CR alone (old Mac
+    files), numbered as an editor shows them."""
+    number = 0
+    for _, line in text_lines(path):
+        for part in line.split("\r"):
+            number += 1
+            yield number, part
+
+
 def read_conll(path, columns=4):
     """Sentences of a CoNLL-2003 file. Every line must have ``columns`` space-separated fields,
     the NER tag last (``O`` or ``B-``/``I-`` and a type); errors name ``path:line``."""
     sentences, words, tags, lines = [], [], [], []
-    for line_no, line in text_lines(path):
+    for line_no, line in conll_lines(path):
         fields = line.split()
         if not fields:
             if words:

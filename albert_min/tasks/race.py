@@ -24,7 +24,7 @@ import numpy as np
 from ..data import DataError, pad_with_types
 from . import predicting
 from .base import Prepared, Task, finite_or_worst, shuffled_batches
-from .files import json_kind, read_json, write_json
+from .files import check_text, json_kind, read_json, write_json
 
 LEVELS = ("middle", "high")
 LETTERS = "ABCD"
@@ -46,7 +46,9 @@ def _numeric_order(name):
 
 
 def race_files(path):
-    """[(level, file path)] of a split folder or a level folder, levels middle then high."""
+    """[(level, file path)] of a split folder or a level folder, levels middle then high: its
+    regular ``*.txt`` files (a FIFO or a folder so named is not read); a file name that is not
+    UTF-8 cannot be a key of the prediction file, and is an error."""
     if not os.path.isdir(path):
         raise DataError(f"{path}: not a folder (give a RACE split folder such as RACE/dev, or RACE/dev/high)")
     levels = [(level, os.path.join(path, level)) for level in LEVELS if os.path.isdir(os.path.join(path, level))]
@@ -55,21 +57,31 @@ def race_files(path):
         if name not in LEVELS:
             raise DataError(f"{path}: holds no middle/ or high/ folder, and is not one itself")
         levels = [(name, path)]
-    files = [(level, os.path.join(folder, f)) for level, folder in levels
-             for f in sorted(os.listdir(folder), key=_numeric_order) if f.endswith(".txt")]
+    files = []
+    for level, folder in levels:
+        for name in sorted(os.listdir(folder), key=_numeric_order):
+            if name.endswith(".txt") and os.path.isfile(os.path.join(folder, name)):
+                try:
+                    name.encode("utf-8")
+                except UnicodeEncodeError:   # os.listdir's surrogate escapes of bytes that are not UTF-8
+                    raise DataError(f"{folder}: the file name {os.fsencode(name)!r} is not UTF-8 (it names the "
+                                    "file's questions in the prediction file); rename it") from None
+                files.append((level, os.path.join(folder, name)))
     if not files:
         raise DataError(f"{path}: no RACE .txt files")
     return files
 
 
 def read_race_file(path, level):
-    """The questions of one RACE file; errors name the file (and the question number)."""
+    """The questions of one RACE file; errors name the file (and the question number). Every
+    text must be text UTF-8 can write (``files.check_text``)."""
     data = read_json(path)
     if not isinstance(data, dict):
         raise DataError(f"{path}: not a RACE object")
     article = data.get("article")
     if not isinstance(article, str) or not article.strip():
         raise DataError(f"{path}: no \"article\" text")
+    check_text(article, f"{path}: the article")
     fields = {k: data.get(k) for k in ("questions", "options", "answers")}
     for k, v in fields.items():
         if not isinstance(v, list):
@@ -82,8 +94,11 @@ def read_race_file(path, level):
     for n, (question, options, answer) in enumerate(zip(*fields.values()), start=1):
         if not isinstance(question, str):
             raise DataError(f"{path}: question {n} is not a string")
+        check_text(question, f"{path}: question {n}")
         if not (isinstance(options, list) and len(options) == 4 and all(isinstance(o, str) for o in options)):
             raise DataError(f"{path}: question {n} does not have 4 option strings")
+        for letter, option in zip(LETTERS, options):
+            check_text(option, f"{path}: question {n} option {letter}")
         if answer not in tuple(LETTERS):
             raise DataError(f"{path}: question {n} has answer {answer!r}, not one of A, B, C, D")
         out.append(RaceQuestion(key, level, article, question, options, LETTERS.index(answer)))
@@ -91,8 +106,14 @@ def read_race_file(path, level):
 
 
 def read_race(path):
-    """All questions of a split or level folder, file after file."""
-    return [q for level, file in race_files(path) for q in read_race_file(file, level)]
+    """All questions of a split or level folder, file after file; a folder without any
+    question is an error (nothing to train on or score)."""
+    files = race_files(path)
+    questions = [q for level, file in files for q in read_race_file(file, level)]
+    if not questions:
+        raise DataError(f"{path}: no questions (its {len(files)} RACE file{'s' if len(files) > 1 else ''} "
+                        "hold empty \"questions\" lists)")
+    return questions
 
 
 def question_with_option(question, option):
@@ -201,6 +222,10 @@ class RaceTask(Task):
 
     def read(self, path):
         return RaceFile(path, read_race(path))
+
+    def files_read(self, path):
+        """Every RACE file of the folder (``race_files``)."""
+        return [file for _, file in race_files(path)]
 
     def tokenizer_text(self, questions):
         articles = list(dict.fromkeys(q.article for q in questions))

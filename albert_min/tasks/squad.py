@@ -8,16 +8,20 @@ previous one, so that every piece of the context is in some window. One feature 
 after). Each context piece keeps its character span in the original context
 (``AlbertTokenizer.tokenize_with_offsets``), so decoded answers are cut from the context
 as written. For training, an answer not wholly inside a window (and every answer of an
-unanswerable question) is labelled at [CLS]: start = end = 0.
+unanswerable question) is labelled at [CLS]: start = end = 0; a question whose answer is
+blank or not at its ``answer_start`` is left out (``unusable_answer``), as Google's
+``run_squad`` leaves it out. Cutting windows takes time linear in the context's length.
 """
 
+import bisect
 import dataclasses
+import unicodedata
 from typing import Optional
 
 import numpy as np
 
 from ..data import DataError, pad_with_types
-from .files import read_json
+from .files import check_text, read_json
 
 
 @dataclasses.dataclass
@@ -37,6 +41,11 @@ def read_squad(path, articles=None):
     ``articles=(first, last)`` keeps only those articles, counted from 1, last included: the
     non-standard split of dev-v1.1 that shows training learns here ((1, 24) to train,
     (25, 48) to evaluate), since no SQuAD training set is on this machine.
+
+    Every text (context, question, answer, id) must be text UTF-8 can write: a lone surrogate
+    from a JSON escape is an error naming the question. An answer is kept as written, even
+    one that is blank or not at its ``answer_start``: the official scripts score against it;
+    training skips it (``answer_span``).
     """
     dataset = read_json(path)
     if not isinstance(dataset, dict) or not isinstance(dataset.get("data"), list):
@@ -45,14 +54,13 @@ def read_squad(path, articles=None):
     chosen = range(len(dataset["data"])) if articles is None else range(articles[0] - 1, articles[1])
     if articles is not None and not (1 <= articles[0] <= articles[1] <= len(dataset["data"])):
         raise DataError(f"{path}: articles {articles[0]}-{articles[1]} asked, the file has 1-{len(dataset['data'])}")
-    for a, article in enumerate(dataset["data"]):
-        if a not in chosen:
-            continue
-        for p, paragraph in enumerate(_list(article, "paragraphs", f"{path}: article {a}")):
+    for a in chosen:
+        for p, paragraph in enumerate(_list(dataset["data"][a], "paragraphs", f"{path}: article {a}")):
             where = f"{path}: article {a} paragraph {p}"
             context = paragraph.get("context") if isinstance(paragraph, dict) else None
             if not isinstance(context, str):
                 raise DataError(f"{where}: no \"context\" string")
+            check_text(context, f"{where}: the context")
             for qa in _list(paragraph, "qas", where):
                 example = _read_question(path, qa, context, where)
                 if example.qid in seen:
@@ -77,26 +85,60 @@ def _read_question(path, qa, context, where):
     qid = qa.get("id") if isinstance(qa, dict) else None
     if not isinstance(qid, str) or not qid:
         raise DataError(f"{where}: a question without an \"id\" string")
+    check_text(qid, f"{where}: a question id")
     where = f"{path}: question {qid}"
     question = qa.get("question")
     if not isinstance(question, str) or not question.strip():
         raise DataError(f"{where}: no \"question\" text")
+    check_text(question, f"{where}: the question")
     impossible = qa.get("is_impossible", False)
     if not isinstance(impossible, bool):
         raise DataError(f"{where}: is_impossible is {impossible!r}, not true or false")
     answers = []
-    for answer in _list(qa, "answers", where):
+    for n, answer in enumerate(_list(qa, "answers", where), start=1):
         text = answer.get("text") if isinstance(answer, dict) else None
         start = answer.get("answer_start") if isinstance(answer, dict) else None
         if not isinstance(text, str) or not isinstance(start, int) or isinstance(start, bool):
             raise DataError(f"{where}: an answer without a \"text\" string and an integer \"answer_start\"")
+        check_text(text, f"{where}: answer {n}")
         if not 0 <= start <= len(context) - len(text):
-            raise DataError(f"{where}: answer_start {start} puts {text!r} outside the context "
+            raise DataError(f"{where}: answer_start {start} puts {text[:40]!r} outside the context "
                             f"({len(context)} characters)")
         answers.append((text, start))
     if impossible and answers:
         raise DataError(f"{where}: is_impossible is true but it has {len(answers)} answers")
     return SquadExample(qid, question, context, answers, impossible)
+
+
+def answer_span(example):
+    """The characters ``(start, end)`` of the answer a training label points at: the first
+    answer, when its text stands at its ``answer_start`` in the context and is not blank;
+    None for an unanswerable question or an answer that is not there (``unusable_answer``)."""
+    if example.is_impossible or not example.answers:
+        return None
+    text, start = example.answers[0]
+    if not _visible(text) or example.context[start:start + len(text)] != text:
+        return None
+    return start, start + len(text)
+
+
+def _visible(text):
+    """Whether ``text`` has a character the tokenizer keeps: one that is not white space, a
+    control or format character (zero-width ones) or a combining mark."""
+    return any(unicodedata.category(ch)[0] not in "ZCM" for ch in text)
+
+
+def unusable_answer(example):
+    """Why training cannot label ``example`` (its first answer is blank, or its text is not at
+    its ``answer_start``), or None when it can. Google's ``run_squad`` skips such a question
+    in training ("Could not find answer"), and so does ``SquadTask``."""
+    if example.is_impossible or not example.answers or answer_span(example) is not None:
+        return None
+    text, start = example.answers[0]
+    if not _visible(text):
+        return f"its answer {text[:40]!r} is blank (white space, control or zero-width characters only)"
+    return (f"its answer {text[:40]!r} is not at answer_start {start} (the context has "
+            f"{example.context[start:start + len(text)][:40]!r} there)")
 
 
 def gold_answers(examples):
@@ -146,18 +188,18 @@ def window_starts(num_pieces, size, stride):
 def max_context_flags(start, length, starts, size, num_pieces):
     """Google's ``_check_is_max_context`` for each piece of the window at ``start``: a piece in
     several windows belongs to the one where min(left context, right context) + 0.01 * window
-    length is largest (the first such window on a tie)."""
-    flags = []
-    for position in range(start, start + length):
-        best, best_score = None, None
-        for s in starts:
-            n = min(size, num_pieces - s)
-            if s <= position < s + n:
-                score = min(position - s, s + n - 1 - position) + 0.01 * n
-                if best_score is None or score > best_score:
-                    best, best_score = s, score
-        flags.append(best == start)
-    return flags
+    length is largest (the first such window on a tie). Only the windows overlapping this one
+    are scored (found by bisection in the sorted ``starts``), so cutting a context of n pieces
+    takes time linear in n."""
+    if length < 1:   # the one window of an empty context
+        return []
+    first, last = bisect.bisect_left(starts, start - size + 1), bisect.bisect_right(starts, start + length - 1)
+    near = np.asarray(starts[first:last])
+    lengths = np.minimum(size, num_pieces - near)[:, None]          # (W, 1) the overlapping windows
+    position = np.arange(start, start + length)[None, :]            # (1, L) this window's pieces
+    left, right = position - near[:, None], near[:, None] + lengths - 1 - position   # (W, L)
+    score = np.where((left >= 0) & (right >= 0), np.minimum(left, right) + 0.01 * lengths, -np.inf)
+    return (near[score.argmax(0)] == start).tolist()                # argmax: the first window on a tie
 
 
 def context_pieces(tokenizer, context):
@@ -173,10 +215,7 @@ def example_features(tokenizer, example, example_index, config: WindowConfig, wi
     size = config.window_size(len(question))
     ids, offsets = context or context_pieces(tokenizer, example.context)
     starts = window_starts(len(ids), size, config.doc_stride)
-    answer = None
-    if with_labels and not example.is_impossible and example.answers:
-        text, char_start = example.answers[0]
-        answer = (char_start, char_start + len(text))
+    answer = answer_span(example) if with_labels else None
     head = [tokenizer.cls_token_id] + question + [tokenizer.sep_token_id]
     features = []
     for start in starts:
@@ -200,6 +239,8 @@ def answer_positions(feature, char_start, char_end):
         return 0, 0
     first = next(i for i in nonempty if spans[i][1] > char_start)
     last = max(i for i in nonempty if spans[i][0] < char_end)
+    if first > last:   # no piece inside the answer (only characters the tokenizer drops)
+        return 0, 0
     return feature.context_start + first, feature.context_start + last
 
 

@@ -64,10 +64,12 @@ class Windows:
 
     def training(self):
         """(token ids per window as int32 arrays, first context position, start and end labels),
-        made on the first call and kept: what training batches need, without offsets."""
+        made on the first call and kept: what training batches need, without offsets. A question
+        whose answer cannot be labelled (``squad.unusable_answer``) has no training window."""
         if self._training is None:
             ids, context, starts, ends = [], [], [], []
-            for f in self:
+            usable = [e for e in self.examples if squad.unusable_answer(e) is None]
+            for f in squad.iter_features(self.tokenizer, usable, self.config, with_labels=True):
                 ids.append(np.asarray(f.input_ids, np.int32))
                 context.append(f.context_start)
                 starts.append(f.start_position)
@@ -142,6 +144,20 @@ class SquadTask(Task):
                             "use --task squad_v2")
         return SquadFile(path, examples)
 
+    def files_read(self, path):
+        """The whole JSON file, also for ``FILE.json:FIRST-LAST`` (a change to any article changes it)."""
+        return [article_range(path)[0]]
+
+    def training_notes(self, data):
+        """The questions training leaves out, as Google's ``run_squad`` does: one line naming the
+        first of them and how many there are (none: [])."""
+        skipped = skipped_questions(data.examples)
+        if not skipped:
+            return []
+        qid, why = skipped[0]
+        return [f"note: {data.path}: training skips {len(skipped)} of {len(data.examples)} questions, whose answer "
+                f"it cannot find in the context (the first: question {qid}: {why})"]
+
     def tokenizer_text(self, data):
         contexts = list(dict.fromkeys(e.context for e in data.examples))
         return contexts + [e.question for e in data.examples]
@@ -173,7 +189,12 @@ class SquadTask(Task):
 
     # --------------------------------------------------------------- training
     def steps_per_epoch(self, train, batch_size, seed, parallel):
-        return parallel.steps(len(train.features.training()[0]), batch_size)   # batches are of windows
+        windows = len(train.features.training()[0])   # batches are of windows
+        if not windows:
+            qid, why = skipped_questions(train.examples.examples)[0]
+            raise DataError(f"{train.examples.path}: no question to train on: training skips every one, whose answer "
+                            f"it cannot find in the context (the first: question {qid}: {why})")
+        return parallel.steps(windows, batch_size)
 
     def train_batches(self, train, epoch, batch_size, seed, parallel):
         """Shuffled batches of windows: (input_ids, token_type_ids, attention_mask, start, end)."""
@@ -224,8 +245,9 @@ class SquadTask(Task):
         gold = squad.gold_answers(prepared.examples.examples)
         if not self.version_2 and not all(gold.values()):
             qid = next(q for q, a in gold.items() if not a)
-            raise DataError(f"{prepared.examples.path}: question {qid} has no answer to score against "
-                            "(write its predictions without scoring)")
+            raise DataError(f"{prepared.examples.path}: question {qid} has no answer to score against; give it "
+                            "one, or score the file as SQuAD v2.0 (--task squad_v2), where a question without "
+                            "answers is unanswerable")
         answers = self.answers(prepared, outputs)
         texts = {p.qid: p.text for p in answers}
         if not self.version_2:
@@ -237,6 +259,11 @@ class SquadTask(Task):
 
     def selection_score(self, metrics):
         return finite_or_worst(metrics.get("dev_f1"))
+
+
+def skipped_questions(examples):
+    """[(question id, why)] of the questions training leaves out (``squad.unusable_answer``)."""
+    return [(e.qid, why) for e in examples if (why := squad.unusable_answer(e)) is not None]
 
 
 def options_for(model_dir, **given):
