@@ -11,10 +11,10 @@ The modules read top to bottom: config -> modeling -> checkpoint/convert -> data
 MindSpore is imported by ``modeling``; ``config`` and the converter's readers need only numpy.
 """
 
-from .config import AlbertConfig, ConfigError
+from .model.config import AlbertConfig, ConfigError
 # The function lives in the module ``pipelines`` (plural) so that importing that
 # module never hides the function; it imports MindSpore only when a pipeline is built.
-from .pipelines import pipeline
+from .predict.pipelines import pipeline
 
 _MODEL_CLASSES = ("AlbertModel", "AlbertForPreTraining", "AlbertForSequenceClassification", "AlbertForMaskedLM",
                   "AlbertForQuestionAnswering", "AlbertForTokenClassification", "AlbertForMultipleChoice")
@@ -24,6 +24,6 @@ __all__ = ["AlbertConfig", "ConfigError", "pipeline", *_MODEL_CLASSES]
 def __getattr__(name):
     # The model classes import MindSpore (seconds); load them only when asked for.
     if name in _MODEL_CLASSES:
-        from . import modeling
+        from .model import modeling
         return getattr(modeling, name)
     raise AttributeError(f"module 'albert_min' has no attribute {name!r}")

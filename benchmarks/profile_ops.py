@@ -269,8 +269,8 @@ def main():
     args = parse_args()
     import mindspore as ms
     import torch
-    from albert_min.config import AlbertConfig
-    from albert_min.device import use_device
+    from albert_min.model.config import AlbertConfig
+    from albert_min.common.device import use_device
     use_device("CPU", cpu_threads=1)
     torch.set_num_threads(args.torch_threads)
     info = {"uptime_before": uptime(), "machine": f"{os.cpu_count()} cores, shared with other jobs",

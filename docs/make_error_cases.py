@@ -28,9 +28,10 @@ from checkpoint_writers import (opcode, torch_pickle, write_raw_safetensors, wri
                                 write_torch_zip)
 from test_safety import KILL_BETWEEN_RENAMES  # noqa: E402
 from test_scripts import TINY_MODEL  # noqa: E402
-from albert_min import convert as cv, formats  # noqa: E402
-from albert_min.checkpoint import read_checkpoint, write_checkpoint  # noqa: E402
-from albert_min.safe_output import MANIFEST_FILE  # noqa: E402
+from albert_min import convert as cv  # noqa: E402
+from albert_min.checkpoints import formats  # noqa: E402
+from albert_min.model.folder import read_checkpoint, write_checkpoint  # noqa: E402
+from albert_min.common.safe_output import MANIFEST_FILE  # noqa: E402
 
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")
 PRE = os.path.join(FIXTURES, "tiny_pretraining")                  # a converter source folder

@@ -18,11 +18,11 @@ import mindspore as ms
 import pytest
 
 from albert_min import convert as cv
-from albert_min import modeling
-from albert_min.checkpoint import read_checkpoint, save_model_dir
-from albert_min.config import AlbertConfig, load_config
-from albert_min.formats import read_safetensors, read_weights
-from albert_min.hf_export import HF_WEIGHTS_FILE, export_hf
+from albert_min.model import modeling
+from albert_min.model.folder import read_checkpoint, save_model_dir
+from albert_min.model.config import AlbertConfig, load_config
+from albert_min.checkpoints.formats import read_safetensors, read_weights
+from albert_min.checkpoints.hf_export import HF_WEIGHTS_FILE, export_hf
 from checkpoint_writers import tensors_digest
 from conftest import FIXTURES, ROOT
 

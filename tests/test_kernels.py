@@ -10,14 +10,14 @@ import mindspore as ms
 import pytest
 from mindspore import ops
 
-from albert_min import kernels
-from albert_min.checkpoint import load_arrays
-from albert_min.config import AlbertConfig
-from albert_min.kernels import build
-from albert_min.kernels.layers import (Activation, BatchMatMul, BatchMatMulWithKernels, GeluNewWithKernels,
-                                       LayerNorm, LayerNormWithKernels, Linear, LinearWithKernels, Softmax,
-                                       SoftmaxWithKernels)
-from albert_min.modeling import AlbertForSequenceClassification, additive_attention_mask, gelu, gelu_new
+from albert_min.model import kernels
+from albert_min.model.folder import load_arrays
+from albert_min.model.config import AlbertConfig
+from albert_min.model.kernels import build
+from albert_min.model.kernels.layers import (Activation, BatchMatMul, BatchMatMulWithKernels, GeluNewWithKernels,
+                                             LayerNorm, LayerNormWithKernels, Linear, LinearWithKernels, Softmax,
+                                             SoftmaxWithKernels)
+from albert_min.model.modeling import AlbertForSequenceClassification, additive_attention_mask, gelu, gelu_new
 from conftest import FIXTURES, ROOT
 
 

@@ -6,8 +6,8 @@ import mindspore as ms
 import numpy as np
 import pytest
 
-from albert_min.config import AlbertConfig
-from albert_min.modeling import AlbertForMultipleChoice, AlbertForQuestionAnswering, AlbertForTokenClassification
+from albert_min.model.config import AlbertConfig
+from albert_min.model.modeling import AlbertForMultipleChoice, AlbertForQuestionAnswering, AlbertForTokenClassification
 from albert_min.tasks import conll, losses, race, squad, squad_decode
 from conftest import FIXTURES
 from tokenizer import AlbertTokenizer

@@ -10,7 +10,7 @@ Data flows through the task in four forms, each made by the method named:
     path --read--> examples --prepare--> Prepared --train_batches--> batches (tuples of numpy arrays)
                                              \\--predict--> outputs --score--> metrics / --write_predictions--> file
 
-- **examples** (``read(path)``): the file's rows as the task's own type (a ``glue.Examples``,
+- **examples** (``read(path)``): the file's rows as the task's own type (a ``glue_benchmark.Examples``,
   a list of documents, SQuAD articles...). ``len(examples)`` is the number of rows. Every
   malformed row is a ``DataError`` naming ``path:line``.
 - **Prepared** (``prepare(examples, tokenizer, max_length)``): the examples turned into
@@ -26,9 +26,9 @@ Data flows through the task in four forms, each made by the method named:
   the best answer span per question) without holding every window's logits.
 
 The Trainer calls ``steps_per_epoch``, ``train_batches``, ``split_batch``, ``loss_fn``,
-``evaluate`` and ``selection_score``; train.py (albert_min.train_run) also ``read``,
+``evaluate`` and ``selection_score``; train.py (albert_min.training.run) also ``read``,
 ``tokenizer_text``, ``configure_model``, ``check_model`` and ``training_sets``; evaluate.py
-``read`` and ``check_model`` (its GLUE report still reads ``albert_min.glue`` directly);
+``read`` and ``check_model`` (its GLUE report still reads ``albert_min.tasks.glue_benchmark`` directly);
 ``predict``, ``score`` and ``write_predictions`` are the evaluation path a task without a GLUE
 report (question answering, tagging) gives its script.
 """
@@ -39,7 +39,7 @@ from typing import Iterator, Optional
 
 import numpy as np
 
-from ..data import DataError
+from .data import DataError
 
 
 @dataclasses.dataclass
@@ -171,7 +171,7 @@ def finite_or_worst(score: Optional[float], worst: float = -1.0) -> float:
 def shuffled_batches(lengths, batch_size: int, rng, parallel):
     """Index arrays of one epoch's length-bucketed batches (``data.train_batch_indices``), each
     cut to this worker's share; batches a worker has no rows of are skipped."""
-    from ..data import train_batch_indices
+    from .data import train_batch_indices
     for idx in train_batch_indices(lengths, batch_size, rng):
         rows = parallel.shard(len(idx))
         if rows is not None:

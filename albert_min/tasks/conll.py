@@ -19,7 +19,7 @@ import re
 
 import numpy as np
 
-from ..data import DataError, pad_batch, text_lines
+from .data import DataError, pad_batch, text_lines
 from . import predicting
 from .base import Prepared, Task, finite_or_worst, shuffled_batches
 from .conlleval import entities, evaluate, write_columns

@@ -3,8 +3,8 @@ writing goes to a temporary file renamed over the target, so no reader sees half
 
 import json
 
-from ..data import DataError
-from ..safe_output import replace_file
+from .data import DataError
+from ..common.safe_output import replace_file
 
 
 def read_json(path):

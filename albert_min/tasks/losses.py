@@ -1,7 +1,7 @@
 """Training losses of the three task heads, as the reference implementations define them.
 
 Each ``make_*_loss_fn(model)`` returns ``loss_fn(input_ids, token_type_ids, attention_mask,
-*labels)`` -> scalar, the shape ``training.make_train_step`` takes:
+*labels)`` -> scalar, the shape ``training.step.make_train_step`` takes:
 
 - question answering: the mean of the start and end positions' cross-entropies over the
   sequence (transformers' AlbertForQuestionAnswering; positions come from squad.batch);

@@ -16,7 +16,7 @@ from typing import Optional
 
 import numpy as np
 
-from ..data import DataError, pad_with_types
+from .data import DataError, pad_with_types
 from .files import read_json
 
 
