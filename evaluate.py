@@ -265,7 +265,7 @@ def load_classifier(model_dir, max_length=None):
     (``kernels.forward_only``: the same forward, and no compiler run on a machine's first evaluation)."""
     from albert_min.model import kernels
     from albert_min.model.folder import training_max_length
-    from albert_min.model.modeling import AlbertForSequenceClassification
+    from albert_min.model.heads import AlbertForSequenceClassification
     from tokenizer import AlbertTokenizer
     with kernels.forward_only():
         model = AlbertForSequenceClassification.from_pretrained(model_dir)
@@ -277,14 +277,14 @@ def evaluate_task(args, task):
     """SQuAD, RACE and CoNLL-2003: the task reads, predicts (streaming), scores with its official
     metric and writes its official prediction file (``albert_min/tasks/base.py``)."""
     import time
-    from albert_min.model import kernels, modeling
+    from albert_min.model import heads, kernels
     from albert_min.model.folder import training_max_length
     from tokenizer import AlbertTokenizer
     if args.max_length is not None:
         check_max_length(args.max_length, args.model)
     examples = task.read(args.data)
     with kernels.forward_only():   # it only predicts: no kernels to build (see load_classifier)
-        model = getattr(modeling, task.model_class).from_pretrained(args.model)
+        model = getattr(heads, task.model_class).from_pretrained(args.model)
     model.set_train(False)
     task.check_model(model.config, examples, args.model)
     tokenizer = AlbertTokenizer.from_pretrained(args.model)

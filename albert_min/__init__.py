@@ -24,6 +24,6 @@ __all__ = ["AlbertConfig", "ConfigError", "pipeline", *_MODEL_CLASSES]
 def __getattr__(name):
     # The model classes import MindSpore (seconds); load them only when asked for.
     if name in _MODEL_CLASSES:
-        from .model import modeling
-        return getattr(modeling, name)
+        from .model import heads        # the head classes, and the backbone they import
+        return getattr(heads, name)
     raise AttributeError(f"module 'albert_min' has no attribute {name!r}")

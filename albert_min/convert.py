@@ -87,7 +87,7 @@ def classifier_class(architectures):
 
 def model_classes(heads, architectures=()):
     """The model classes that can load a checkpoint with these heads (AlbertModel if it has none)."""
-    from .model import modeling
+    from .model import heads as model_heads   # (``heads``, the argument, names the checkpoint's heads)
     names = []
     if "sop" in heads:
         names.append("AlbertForPreTraining")
@@ -97,7 +97,7 @@ def model_classes(heads, architectures=()):
         names.append(classifier_class(architectures))
     if "qa" in heads:
         names.append("AlbertForQuestionAnswering")
-    return [getattr(modeling, n) for n in names or ["AlbertModel"]]
+    return [getattr(model_heads, n) for n in names or ["AlbertModel"]]
 
 
 def expected_shapes(config, classes, with_pooler=True):

@@ -178,7 +178,8 @@ def check_arguments(output, batch, seq):
 
 def load_model(model_dir, backbone):
     from .model.folder import CheckpointError
-    from .model.modeling import AlbertForSequenceClassification, AlbertModel
+    from .model.modeling import AlbertModel
+    from .model.heads import AlbertForSequenceClassification
     if not os.path.isdir(model_dir):
         raise FileNotFoundError(f"model folder not found: {model_dir}")
     try:

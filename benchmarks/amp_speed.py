@@ -38,7 +38,7 @@ def build_step(variant, batch):
     from mindspore import ops
     from albert_min.model import kernels
     from albert_min.training.mixed_precision import make_loss_scaler, mixed_precision_network
-    from albert_min.model.modeling import AlbertForSequenceClassification
+    from albert_min.model.heads import AlbertForSequenceClassification
     from albert_min.training.step import linear_warmup_decay, make_optimizer, make_train_step
     _, level, use_kernels = variant
     os.environ["ALBERT_MIN_KERNELS"] = "on" if use_kernels else "off"

@@ -77,7 +77,7 @@ def train_step(config, batch, seq, state=None):
     import mindspore as ms
     from mindspore import ops
     from encoder_throughput import make_inputs
-    from albert_min.model.modeling import AlbertForSequenceClassification
+    from albert_min.model.heads import AlbertForSequenceClassification
     from albert_min.training.step import linear_warmup_decay, make_optimizer, make_train_step
     model = seeded(lambda: AlbertForSequenceClassification(config), state)
     model.set_train(True)
@@ -95,7 +95,7 @@ def pretraining_step(config, batch, seq, state=None):
     """(zero-argument MLM + SOP train step on fixed random inputs, initial weights), as train.py --task sop."""
     import mindspore as ms
     from encoder_throughput import make_inputs
-    from albert_min.model.modeling import AlbertForPreTraining
+    from albert_min.model.heads import AlbertForPreTraining
     from albert_min.tasks.pretraining_objectives import MASK_PROB, make_loss_fn
     from albert_min.training.step import linear_warmup_decay, make_optimizer, make_train_step
     model = seeded(lambda: AlbertForPreTraining(config), state)

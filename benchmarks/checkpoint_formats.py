@@ -41,7 +41,7 @@ SST2_SMALL = os.path.join(ROOT, "weights", "sst2-small")
 
 def base_sized():
     """(config, arrays) of a random albert-base-v2-sized classifier."""
-    from albert_min.model.modeling import AlbertForSequenceClassification
+    from albert_min.model.heads import AlbertForSequenceClassification
     config = AlbertConfig(vocab_size=30000, embedding_size=128, hidden_size=768, num_hidden_layers=12,
                           num_attention_heads=12, intermediate_size=3072, hidden_act="gelu_new")
     return config, model_arrays(AlbertForSequenceClassification(config))

@@ -86,7 +86,7 @@ def ours_forward(config, inputs, iters, use_jit):
 def ours_train_step(config, inputs, iters, use_jit):
     import mindspore as ms
     from mindspore import ops
-    from albert_min.model.modeling import AlbertForSequenceClassification
+    from albert_min.model.heads import AlbertForSequenceClassification
     from albert_min.training.step import linear_warmup_decay, make_optimizer, make_train_step
     ms.set_seed(0)
     model = AlbertForSequenceClassification(config)

@@ -92,7 +92,7 @@ def worker(variant, model_dir, data, cache, threads, logits_path):
     from albert_min.tasks.classify import compile_cache, predict_logits
     from albert_min.model.config import load_config
     from albert_min.tasks.data import encode_examples, pad_with_types
-    from albert_min.model.modeling import AlbertForSequenceClassification
+    from albert_min.model.heads import AlbertForSequenceClassification
     from albert_min.tasks import get_task
     from tokenizer import AlbertTokenizer
     lap("imports")

@@ -37,7 +37,7 @@ def main():
     from albert_min.common.device import use_device
     use_device("CPU")   # as train.py: one kernel thread
     from albert_min.tasks import pretraining_objectives as pretraining
-    from albert_min.model.modeling import AlbertForPreTraining
+    from albert_min.model.heads import AlbertForPreTraining
     from tokenizer import AlbertTokenizer
     tokenizer = AlbertTokenizer(os.path.join(args.model, "spiece.model"))
     # train.py's held-out documents and pairs (seed 42, --max-length 64, --batch-size 64)

@@ -33,7 +33,7 @@ def one_mode(mode, rounds):
     os.environ.setdefault("GLOG_v", "3")
     import mindspore as ms
     from albert_min.model.config import load_config
-    from albert_min.model.modeling import AlbertForSequenceClassification
+    from albert_min.model.heads import AlbertForSequenceClassification
     from albert_min.training.step import (linear_warmup_decay, make_optimizer, make_train_step, release_compiled_graphs,
                                           reseed_dropout)
     from albert_min.common.device import use_device

@@ -153,7 +153,7 @@ def hf_config_of(config):
 def evaluate_rows(args, rows):
     import torch
     from albert_min.tasks.data import encode_all, read_tsv
-    from albert_min.model.modeling import AlbertForSequenceClassification
+    from albert_min.model.heads import AlbertForSequenceClassification
     from tokenizer import AlbertTokenizer
     ours_model = AlbertForSequenceClassification.from_pretrained(MODEL)
     tokenizer = AlbertTokenizer.from_pretrained(MODEL)
@@ -210,7 +210,8 @@ def step_pair(config, batch, seq, train):
     from encoder_throughput import make_inputs, reference_model
     import torch
     import transformers
-    from albert_min.model.modeling import AlbertForSequenceClassification, AlbertModel
+    from albert_min.model.modeling import AlbertModel
+    from albert_min.model.heads import AlbertForSequenceClassification
     from albert_min.training.step import linear_warmup_decay, make_optimizer, make_train_step
     from mindspore import ops
     inputs = make_inputs(config, batch, seq, seed=1 if train else 0)

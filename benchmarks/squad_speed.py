@@ -90,7 +90,7 @@ def setup(args):
     """(our model, the task, the prepared windows, their count)."""
     import mindspore as ms
     from albert_min.model.config import AlbertConfig
-    from albert_min.model.modeling import AlbertForQuestionAnswering
+    from albert_min.model.heads import AlbertForQuestionAnswering
     from albert_min.tasks.squad_task import SquadTask
     from tokenizer import AlbertTokenizer
     config = AlbertConfig.preset("base") if args.base else AlbertConfig.from_json_file(os.path.join(SMALL,

@@ -21,7 +21,7 @@ from albert_min.model.folder import (FORMATS, SAFETENSORS_FILE, CheckpointError,
                                      read_checkpoint, save_model_dir, weights_file, write_model_dir)
 from albert_min.model.config import AlbertConfig
 from albert_min.checkpoints.hf_export import export_hf
-from albert_min.model.modeling import AlbertForSequenceClassification
+from albert_min.model.heads import AlbertForSequenceClassification
 from albert_min.training.run_config import RunConfig
 from albert_min.common.safe_output import MANIFEST_FILE, read_manifest, sha256_of
 from albert_min.training.config import WEIGHTS_FORMATS, TrainingConfig, TrainingConfigError

@@ -10,7 +10,8 @@ import pytest
 
 from albert_min.model.folder import CheckpointError, save_model_dir
 from albert_min.model.config import AlbertConfig, ConfigError, TABLE4_PARAMETERS, load_config
-from albert_min.model.modeling import AlbertForPreTraining, AlbertForSequenceClassification, AlbertModel
+from albert_min.model.modeling import AlbertModel
+from albert_min.model.heads import AlbertForPreTraining, AlbertForSequenceClassification
 from conftest import FIXTURES, ROOT
 
 

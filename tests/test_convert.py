@@ -22,7 +22,7 @@ from albert_min.model.folder import CheckpointError
 from albert_min.common.safe_output import OutputError
 from albert_min.checkpoints.formats import tf_bundle
 from albert_min.model.config import ConfigError
-from albert_min.model.modeling import AlbertForPreTraining, AlbertForSequenceClassification
+from albert_min.model.heads import AlbertForPreTraining, AlbertForSequenceClassification
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -92,7 +92,7 @@ def test_heldout_shares_of_the_workers_add_up_to_the_whole_evaluation():
     """Each worker scores every size-th held-out batch; the summed counts are the single-process numbers."""
     from tokenizer import AlbertTokenizer
     from albert_min.model.config import AlbertConfig
-    from albert_min.model.modeling import AlbertForPreTraining
+    from albert_min.model.heads import AlbertForPreTraining
     tok = AlbertTokenizer(os.path.join(ROOT, "weights", "pretrained-small", "spiece.model"))
     words = "the film was a quiet story about love loss and a long summer in new york".split()
     rng = np.random.default_rng(0)

@@ -11,7 +11,8 @@ from mindspore import nn
 
 from conftest import ROOT
 from albert_min.export import ExportError, export_mindir, main, read_metadata
-from albert_min.model.modeling import AlbertForSequenceClassification, AlbertModel
+from albert_min.model.modeling import AlbertModel
+from albert_min.model.heads import AlbertForSequenceClassification
 from albert_min.common.safe_output import OutputError
 
 SST2_SMALL = os.path.join(ROOT, "weights", "sst2-small")

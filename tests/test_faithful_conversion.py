@@ -11,7 +11,8 @@ import pytest
 
 from albert_min import convert as cv
 from albert_min.model.config import AlbertConfig, ConfigError
-from albert_min.model.modeling import AlbertForSequenceClassification, AlbertModel, loop_group
+from albert_min.model.modeling import AlbertModel, loop_group
+from albert_min.model.heads import AlbertForSequenceClassification
 from conftest import FIXTURES
 
 TOL = 1e-5

@@ -17,7 +17,8 @@ from albert_min.model.kernels import build
 from albert_min.model.kernels.layers import (Activation, BatchMatMul, BatchMatMulWithKernels, GeluNewWithKernels,
                                              LayerNorm, LayerNormWithKernels, Linear, LinearWithKernels, Softmax,
                                              SoftmaxWithKernels)
-from albert_min.model.modeling import AlbertForSequenceClassification, additive_attention_mask, gelu, gelu_new
+from albert_min.model.modeling import additive_attention_mask, gelu, gelu_new
+from albert_min.model.heads import AlbertForSequenceClassification
 from conftest import FIXTURES, ROOT
 
 

@@ -68,7 +68,7 @@ def test_an_overflowing_float16_step_is_skipped_leaving_the_weights_and_counted(
     (halved) and the step counter (the schedule moves on); steps go on being skipped until the scale fits."""
     import mindspore as ms
     from albert_min.model.config import AlbertConfig
-    from albert_min.model.modeling import AlbertForSequenceClassification
+    from albert_min.model.heads import AlbertForSequenceClassification
     from albert_min.tasks import get_task
     from albert_min.training.trainer import Trainer
     from albert_min.training.config import TrainingConfig

@@ -11,7 +11,7 @@ import mindspore as ms
 from conftest import ROOT
 from albert_min import pipeline
 from albert_min.predict.pipelines import PipelineError
-from albert_min.model.modeling import AlbertForSequenceClassification
+from albert_min.model.heads import AlbertForSequenceClassification
 
 SST2_SMALL = os.path.join(ROOT, "weights", "sst2-small")
 TEXTS = ["a gorgeous , witty , seductive movie .", "a mess", "the plot is thin but the acting is superb",

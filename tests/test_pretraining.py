@@ -17,7 +17,8 @@ import train  # noqa: E402
 from albert_min.tasks import pretraining_objectives as pretraining  # noqa: E402
 from albert_min.training.trainer import Trainer  # noqa: E402
 from albert_min.model.config import AlbertConfig, ConfigError, SHARING_STRATEGIES  # noqa: E402
-from albert_min.model.modeling import AlbertForPreTraining, AlbertModel, count_parameters  # noqa: E402
+from albert_min.model.modeling import AlbertModel, count_parameters  # noqa: E402
+from albert_min.model.heads import AlbertForPreTraining  # noqa: E402
 
 SPECIAL = {0, 1, 2, 3, 4}   # <pad> <unk> [CLS] [SEP] [MASK]
 MASK = 4

@@ -18,7 +18,7 @@ import evaluate  # noqa: E402
 import train  # noqa: E402
 from albert_min import convert as cv
 from albert_min.model.folder import save_model_dir
-from albert_min.model.modeling import AlbertForSequenceClassification
+from albert_min.model.heads import AlbertForSequenceClassification
 from albert_min.common.safe_output import (MANIFEST_FILE, OutputError, OutputInUse, atomic_directory, atomic_file,
                                            check_replaceable, output_lock, read_manifest, recover_directory)
 from test_safety import tiny_config

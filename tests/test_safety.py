@@ -22,7 +22,7 @@ from albert_min.common.safe_output import (MANIFEST_FILE, OutputError, atomic_di
 from albert_min.model.config import AlbertConfig, ConfigError, load_config
 from albert_min.tasks.data import DataError, read_tsv
 from albert_min.tasks.pretraining_objectives import read_documents
-from albert_min.model.modeling import AlbertForSequenceClassification
+from albert_min.model.heads import AlbertForSequenceClassification
 from albert_min.training.step import make_optimizer, linear_warmup_decay
 from albert_min.training.state import load_training_state, save_training_state
 from tokenizer import AlbertTokenizer, TokenizerError

@@ -11,7 +11,7 @@ import pytest
 
 from albert_min import convert as cv
 from albert_min import pipeline
-from albert_min.model.modeling import AlbertForMultipleChoice, AlbertForQuestionAnswering, AlbertForTokenClassification
+from albert_min.model.heads import AlbertForMultipleChoice, AlbertForQuestionAnswering, AlbertForTokenClassification
 from albert_min.predict.pipelines import PipelineError
 from albert_min.predict.task_pipelines import model_head
 from albert_min.tasks import conll, conlleval, get_task, race, squad, squad_metric

@@ -9,7 +9,7 @@ import mindspore as ms
 import numpy as np
 import pytest
 
-from albert_min.model.modeling import AlbertForMultipleChoice, AlbertForQuestionAnswering, AlbertForTokenClassification
+from albert_min.model.heads import AlbertForMultipleChoice, AlbertForQuestionAnswering, AlbertForTokenClassification
 from albert_min.common.parallel import SingleProcess
 from albert_min.tasks import conlleval, get_task, race, squad, squad_metric
 from albert_min.tasks.base import DataError

@@ -186,7 +186,7 @@ def test_lamb_follows_its_formula(use_jit):
 def test_a_tasks_predictions_file_is_evaluate_pys(tmp_path):
     """GlueTask.predict -> write_predictions writes what evaluate.py --output writes for the same model."""
     import evaluate
-    from albert_min.model.modeling import AlbertForSequenceClassification
+    from albert_min.model.heads import AlbertForSequenceClassification
     from tokenizer import AlbertTokenizer
     model_dir, data = os.path.join(ROOT, "weights", "sst2-small"), os.path.join(ROOT, "tests", "fixtures",
                                                                                  "tiny_sst2_hf", "dev64.tsv")

@@ -48,7 +48,7 @@ class TextClassificationPipeline:
     """
 
     def __init__(self, model_dir, batch_size=64, max_length=None, use_jit=True):
-        from ..model.modeling import AlbertForSequenceClassification
+        from ..model.heads import AlbertForSequenceClassification
         from tokenizer import AlbertTokenizer
         if not os.path.isdir(model_dir):
             raise FileNotFoundError(f"model folder not found: {model_dir}")

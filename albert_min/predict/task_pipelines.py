@@ -77,7 +77,7 @@ class QuestionAnsweringPipeline:
     """
 
     def __init__(self, model_dir, batch_size=64, max_length=None, use_jit=True, **options):
-        from ..model.modeling import AlbertForQuestionAnswering
+        from ..model.heads import AlbertForQuestionAnswering
         from ..tasks.squad_task import SquadTask, options_for
         self.model, self.tokenizer = _load(model_dir, AlbertForQuestionAnswering, batch_size)
         n_best = {"n_best": options.pop("n_best")} if "n_best" in options else {}
@@ -121,7 +121,7 @@ class TokenClassificationPipeline:
     reads chunks. Tag names come from config.json's ``id2label``."""
 
     def __init__(self, model_dir, batch_size=64, max_length=None, use_jit=True):
-        from ..model.modeling import AlbertForTokenClassification
+        from ..model.heads import AlbertForTokenClassification
         from ..tasks.conll import ConllTask
         self.model, self.tokenizer = _load(model_dir, AlbertForTokenClassification, batch_size)
         self.task = ConllTask()

@@ -59,7 +59,7 @@ class Task:
 
     Class attributes:
         name: the registry name (``--task NAME``).
-        model_class: the ``albert_min.modeling`` class the task trains (its head).
+        model_class: the ``albert_min.model.heads`` class the task trains (its head).
         head_prefixes: parameter-name prefixes of that head; a model folder given as the
             starting point (``--init``) may lack them, and they then start from random values.
         inputs: which of train.py's data flags the task reads: ("train", "dev") or ("text",).

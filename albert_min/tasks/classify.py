@@ -85,9 +85,12 @@ DYNAMIC_SHAPE = (None, None)   # the (B, S) that keys dynamic_graph's cache fold
 
 def cache_key(config, shapes):
     """Folder name for the graphs of ``config`` compiled for ``shapes`` in this order."""
-    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "model", "modeling.py"),
-              "rb") as f:
-        code = hashlib.sha256(f.read()).hexdigest()
+    model_code = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "model")
+    code = hashlib.sha256()
+    for name in ("modeling.py", "heads.py"):          # the backbone and the heads make the graph
+        with open(os.path.join(model_code, name), "rb") as f:
+            code.update(f.read())
+    code = code.hexdigest()
     blob = json.dumps([ms.__version__, code, config.to_dict(), [list(s) for s in shapes]], sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
 

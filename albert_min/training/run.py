@@ -113,8 +113,8 @@ def build_tokenizer(settings, task, examples, workdir, resume):
 
 
 def build_model(task, config, settings):
-    from ..model import modeling
-    cls = getattr(modeling, task.model_class)
+    from ..model import heads
+    cls = getattr(heads, task.model_class)
     if settings.init:
         return cls.from_pretrained(settings.init, config=config, allow_missing=task.head_prefixes)
     return cls(config)

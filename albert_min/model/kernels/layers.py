@@ -57,7 +57,7 @@ class BatchMatMul(nn.Cell):
 
 
 class Activation(nn.Cell):
-    """``fn(x)``, for an elementwise activation function ``fn`` of albert_min.modeling."""
+    """``fn(x)``, for an elementwise activation function ``fn`` of albert_min.model.modeling."""
 
     def __init__(self, fn):
         super().__init__()
