@@ -33,6 +33,8 @@ from .checkpoints.formats import (ConversionError, find_weights, read_pytorch_bi
                                   read_tf_checkpoint, read_weights)
 from .checkpoints.formats.common import brief
 from .checkpoints.names import hf_name, is_tf_bookkeeping, map_names, tf_name  # noqa: F401  (hf_name, tf_name: API)
+# which model classes a checkpoint's heads fit: in checkpoints.names, as hf_export uses them too
+from .checkpoints.names import CLASSIFIER_CLASSES, HEADS, classifier_class, model_classes
 from .training.config import WEIGHTS_FORMATS
 
 
@@ -70,34 +72,10 @@ def load_source_config(path, tf_source):
 
 
 # ==================================================================== convert
-# A checkpoint is converted by what it holds: the backbone, plus whichever heads are there.
-HEADS = {"mlm": "predictions.", "sop": "sop_classifier.", "classifier": "classifier.", "qa": "qa_outputs."}
 OPTIONAL_HEADS = ("predictions.", "sop_classifier.")     # a partial MLM/SOP head: --allow-missing-heads
 POOLER = "albert.pooler."
 PROJECTION = "albert.encoder.embedding_hidden_mapping_in."
-# `classifier.*` is the same tensor pair for three HF classes; config.json's "architectures" says which.
-CLASSIFIER_CLASSES = ("AlbertForSequenceClassification", "AlbertForTokenClassification", "AlbertForMultipleChoice")
 SPIECE_NAMES = ("spiece.model", "30k-clean.model")
-
-
-def classifier_class(architectures):
-    """Which class a ``classifier.*`` head belongs to: config.json's "architectures", else sequence classification."""
-    return next((a for a in architectures if a in CLASSIFIER_CLASSES), "AlbertForSequenceClassification")
-
-
-def model_classes(heads, architectures=()):
-    """The model classes that can load a checkpoint with these heads (AlbertModel if it has none)."""
-    from .model import heads as model_heads   # (``heads``, the argument, names the checkpoint's heads)
-    names = []
-    if "sop" in heads:
-        names.append("AlbertForPreTraining")
-    elif "mlm" in heads:
-        names.append("AlbertForMaskedLM")          # the published albert-*-v2 checkpoints
-    if "classifier" in heads:
-        names.append(classifier_class(architectures))
-    if "qa" in heads:
-        names.append("AlbertForQuestionAnswering")
-    return [getattr(model_heads, n) for n in names or ["AlbertModel"]]
 
 
 def expected_shapes(config, classes, with_pooler=True):

@@ -87,7 +87,7 @@ def export_hf(model_dir, dst, force=False, classifier_class=None) -> dict:
     import numpy as np
     from safetensors.numpy import save_file
     from ..model.folder import CONFIG_FILE, SPIECE_FILE, read_checkpoint, weights_file
-    from ..convert import CLASSIFIER_CLASSES, HEADS, model_classes
+    from .names import CLASSIFIER_CLASSES, HEADS, model_classes
     from ..common.safe_output import atomic_directory
     if os.path.exists(dst) and not force:
         raise OutputExistsError(dst)

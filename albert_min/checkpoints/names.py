@@ -5,6 +5,9 @@ albert_min's names are Hugging Face's full names
 HF name maps to itself (a bare ``AlbertModel``'s get the ``albert.`` prefix); the tied
 MLM decoder and non-persistent buffers are dropped. A Google TF variable maps through
 the tables below, and its dense kernels ``[in, out]`` are transposed to ``[out, in]``.
+``HEADS`` and ``model_classes`` say which model classes a checkpoint's tensors fit; they moved
+down from ``albert_min.convert`` so that ``hf_export``, which needs them too, imports nothing
+from the command above this layer (that was an import circle).
 
 Layer: ``albert_min.checkpoints``, above ``model`` (the layers: ``albert_min/__init__.py``).
 """
@@ -133,3 +136,30 @@ def _check_tied(arrays, mapped):
     for dropped, tied in _HF_TIED.items():
         if dropped in arrays and tied in mapped and not np.array_equal(arrays[dropped], mapped[tied]):
             raise ConversionError(f"{dropped} differs from {tied}: untied MLM decoders are not supported")
+
+
+# ------------------------------------------------ which model classes a checkpoint fits
+# A checkpoint is converted by what it holds: the backbone, plus whichever heads are there.
+HEADS = {"mlm": "predictions.", "sop": "sop_classifier.", "classifier": "classifier.", "qa": "qa_outputs."}
+# `classifier.*` is the same tensor pair for three HF classes; config.json's "architectures" says which.
+CLASSIFIER_CLASSES = ("AlbertForSequenceClassification", "AlbertForTokenClassification", "AlbertForMultipleChoice")
+
+
+def classifier_class(architectures):
+    """Which class a ``classifier.*`` head belongs to: config.json's "architectures", else sequence classification."""
+    return next((a for a in architectures if a in CLASSIFIER_CLASSES), "AlbertForSequenceClassification")
+
+
+def model_classes(heads, architectures=()):
+    """The model classes that can load a checkpoint with these heads (AlbertModel if it has none)."""
+    from ..model import heads as model_heads   # (``heads``, the argument, names the checkpoint's heads)
+    names = []
+    if "sop" in heads:
+        names.append("AlbertForPreTraining")
+    elif "mlm" in heads:
+        names.append("AlbertForMaskedLM")          # the published albert-*-v2 checkpoints
+    if "classifier" in heads:
+        names.append(classifier_class(architectures))
+    if "qa" in heads:
+        names.append("AlbertForQuestionAnswering")
+    return [getattr(model_heads, n) for n in names or ["AlbertModel"]]
