@@ -224,8 +224,8 @@ def evaluate(args):
     warn_if_trained_on_another_task(args.model, task, args.data)
     if examples.labels is None and not args.output:
         raise DataError(f"{args.data} has no labels to score; pass --output to write its predictions")
-    from albert_min.common.device import applies_cpu_only_parts
-    from albert_min.tasks.classify import predict_logits, default_compile_cache
+    from albert_min.common.device import applies_cpu_only_parts, default_compile_cache
+    from albert_min.tasks.classify import predict_logits
     model, tokenizer, max_length = load_classifier(args.model, args.max_length)
     registered.check_model(model.config, examples, args.model)
     # The cache is a CPU-only part: its key does not name the device, and it was checked on CPU alone.

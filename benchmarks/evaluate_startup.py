@@ -84,7 +84,7 @@ def worker(variant, model_dir, data, cache, threads, logits_path):
     import numpy as np
     import mindspore as ms
     ms.set_device("CPU")
-    from albert_min.training.step import set_cpu_threads
+    from albert_min.common.device import set_cpu_threads
     set_cpu_threads(threads)
     from albert_min.tasks import glue_benchmark as glue
     from albert_min.model import kernels

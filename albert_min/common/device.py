@@ -8,7 +8,7 @@ package cannot run on (a CPU-only build asked for GPU, a GPU build on a machine 
 refused before any work, naming the device and the installed build.
 
 Some of albert_min is for MindSpore's CPU backend only (``applies_cpu_only_parts``): one kernel
-thread (``training.set_cpu_threads``: the CPU dropout masks depend on the thread split), the
+thread (``set_cpu_threads``: the CPU dropout masks depend on the thread split), the
 compile cache evaluate.py keeps (``classify.compile_cache``) and the compiled backward kernels
 (``albert_min.model.kernels``, CPU code called through ``ops.Custom``). Elsewhere MindSpore's own
 kernels and defaults run.
@@ -17,6 +17,9 @@ The device is where a process runs, not a setting of the training run: a run sav
 device resumes on another (train.py records no device in the state).
 
 Layer: ``albert_min.common``, the bottom one (the layers: ``albert_min/__init__.py``).
+``set_cpu_threads`` (from ``training.step``) and ``default_compile_cache`` (from ``tasks.classify``)
+moved down into this module: ``use_device`` sets the threads, and the kernels (``albert_min.model``)
+build under the cache folder, so neither has to reach up a layer for them.
 """
 
 import argparse
@@ -119,7 +122,6 @@ def use_device(name=None, cpu_threads=1, flag="device"):
         raise DeviceError(f"{given}: MindSpore's device is already fixed in this process ({current_device()}); "
                           "choose it before the first model or tensor, once per process") from None
     if applies_cpu_only_parts(device):
-        from ..training.step import set_cpu_threads
         set_cpu_threads(cpu_threads)
     return device
 
@@ -131,3 +133,28 @@ def _plugin_error(device):
     lines = [" ".join(line.split()) for line in MSContext.get_instance().load_plugin_error().splitlines()]
     text = next((line for line in lines if device.lower() in line.lower()), "")
     return text if len(text) <= 200 else text[:197] + "..."
+
+
+def set_cpu_threads(threads=1):
+    """Number of MindSpore CPU kernel threads; once per process, later calls are ignored.
+
+    One thread by default: MindSpore's CPU dropout masks depend on how kernel
+    threads split the work, so with more threads the same seed gives different
+    runs. On 2 cores one thread was measured no slower (small model train step
+    2.52 vs 2.33 steps/s with MindSpore's default of 25 threads; base encoder
+    5.4 sentences/s either way): the heavy kernels parallelise on their own.
+    """
+    import mindspore as ms
+    global _THREADS_SET
+    if not _THREADS_SET:
+        ms.device_context.cpu.op_tuning.threads_num(threads)
+        _THREADS_SET = True
+
+
+_THREADS_SET = False
+
+
+def default_compile_cache():
+    """Where evaluate.py keeps compiled graphs: $ALBERT_MIN_CACHE, else ~/.cache/albert_min/compile."""
+    return os.environ.get("ALBERT_MIN_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "albert_min",
+                                                             "compile")

@@ -73,12 +73,6 @@ def dynamic_graph(classifier):
     return _DYNAMIC_GRAPHS[classifier]
 
 
-def default_compile_cache():
-    """Where evaluate.py keeps compiled graphs: $ALBERT_MIN_CACHE, else ~/.cache/albert_min/compile."""
-    return os.environ.get("ALBERT_MIN_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "albert_min",
-                                                             "compile")
-
-
 _CACHE_USED = False
 DYNAMIC_SHAPE = (None, None)   # the (B, S) that keys dynamic_graph's cache folder
 

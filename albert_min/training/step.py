@@ -219,24 +219,6 @@ def quiet_recompile_warning():
         logger.addFilter(_WithoutRecompileWarning())
 
 
-def set_cpu_threads(threads=1):
-    """Number of MindSpore CPU kernel threads; once per process, later calls are ignored.
-
-    One thread by default: MindSpore's CPU dropout masks depend on how kernel
-    threads split the work, so with more threads the same seed gives different
-    runs. On 2 cores one thread was measured no slower (small model train step
-    2.52 vs 2.33 steps/s with MindSpore's default of 25 threads; base encoder
-    5.4 sentences/s either way): the heavy kernels parallelise on their own.
-    """
-    global _THREADS_SET
-    if not _THREADS_SET:
-        ms.device_context.cpu.op_tuning.threads_num(threads)
-        _THREADS_SET = True
-
-
-_THREADS_SET = False
-
-
 def seed_everything(seed):
     """Python, NumPy and MindSpore RNGs (weight init, dropout, shuffling)."""
     random.seed(seed)

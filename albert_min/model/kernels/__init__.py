@@ -60,10 +60,9 @@ def library():
     """Path of the compiled kernels, or None: switched off, inside ``forward_only()``, MindSpore
     runs on GPU or Ascend (the kernels are CPU code: ``device.applies_cpu_only_parts``), or not
     buildable here (noticed once)."""
-    from ...common.device import applies_cpu_only_parts, current_device   # local import, as below
+    from ...common.device import applies_cpu_only_parts, current_device, default_compile_cache   # local import
     if not enabled() or _FORWARD_ONLY or not applies_cpu_only_parts(current_device()):
         return None
-    from ...tasks.classify import default_compile_cache      # local import: classify is not needed otherwise
     root = default_compile_cache()
     if root not in _LIBRARY:
         try:
