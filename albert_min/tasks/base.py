@@ -41,6 +41,9 @@ import numpy as np
 
 from .data import DataError
 
+# CoNLL's features write it and the token loss (losses.py) skips it: here, so neither imports the other.
+IGNORE = -100          # label of pieces that are not the first of a word (the loss skips it)
+
 
 @dataclasses.dataclass
 class Prepared:
