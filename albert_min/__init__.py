@@ -12,9 +12,9 @@ MindSpore is imported by ``modeling``; ``config`` and the converter's readers ne
 """
 
 from .model.config import AlbertConfig, ConfigError
-# The function lives in the module ``pipelines`` (plural) so that importing that
-# module never hides the function; it imports MindSpore only when a pipeline is built.
-from .predict.pipelines import pipeline
+# The function lives in the package ``predict`` (no module is called ``pipeline``), so that
+# importing a module never hides the function; it imports MindSpore only when a pipeline is built.
+from .predict import pipeline
 
 _MODEL_CLASSES = ("AlbertModel", "AlbertForPreTraining", "AlbertForSequenceClassification", "AlbertForMaskedLM",
                   "AlbertForQuestionAnswering", "AlbertForTokenClassification", "AlbertForMultipleChoice")

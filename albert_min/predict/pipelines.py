@@ -131,17 +131,3 @@ def check_text(text, where):
         raise PipelineError(f"{where}: expected a string or a (text, text_pair) tuple, got {type(text).__name__}")
     if not text.strip():
         raise PipelineError(f"{where}: empty text")
-
-
-def pipeline(model_dir, batch_size=64, max_length=None, use_jit=True, device=None, **options):
-    """The model in ``model_dir`` (a folder with config.json, model.ckpt or model.safetensors, spiece.model) as a
-    function: a classifier (see :class:`TextClassificationPipeline`), or a question-answering
-    or token-classification model (``albert_min.task_pipelines``; ``options`` for QA windows).
-
-    ``device``: CPU, GPU or Ascend (None: $ALBERT_MIN_DEVICE, else CPU), set for the whole
-    process (``albert_min.device.use_device``): one device per process."""
-    from ..common.device import use_device
-    use_device(device)
-    from .task_pipelines import task_pipeline
-    found = task_pipeline(model_dir, batch_size, max_length, use_jit, **options)
-    return found or TextClassificationPipeline(model_dir, batch_size, max_length, use_jit)
