@@ -7,8 +7,19 @@
     clf = pipeline("weights/sst2-small")
     clf(["a gorgeous film", "a mess"])   # [{"label": ..., "score": ...}, ...]
 
-The modules read top to bottom: config -> modeling -> checkpoint/convert -> data -> training.
-MindSpore is imported by ``modeling``; ``config`` and the converter's readers need only numpy.
+The package is cut into layers, each a folder that imports only the layers below it
+(``.importlinter`` at the repository root is the contract; ``lint-imports`` checks it, and
+docs/layout.md maps the old module paths to the new):
+
+    convert.py, export.py   python -m albert_min.convert / albert_min.export: the commands
+    arguments.py            the flag types of the commands, train.py and evaluate.py
+    training/ | predict/    train and resume a model | a model folder as a function (``pipeline``)
+    tasks/                  each task family: reading, features, loss, official metric; batched prediction
+    checkpoints/            other libraries' checkpoints in and out: file formats, tensor names, HF export
+    model/                  the config, the backbone, the heads, the kernels, the model folder on disk
+    common/                 errors, the device, data-parallel workers, safe outputs and locks, checked JSON
+
+MindSpore is imported by ``model.modeling``; ``model.config`` and the checkpoint readers need only numpy.
 """
 
 from .model.config import AlbertConfig, ConfigError

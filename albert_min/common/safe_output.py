@@ -40,7 +40,6 @@ MindIR files):
 
 This module knows nothing of models: ``model.folder`` (the model-folder format),
 ``training.state`` (the training state), ``export`` and the scripts build on it.
-
 Layer: ``albert_min.common``, the bottom one (the layers: ``albert_min/__init__.py``).
 """
 
