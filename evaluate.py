@@ -159,7 +159,8 @@ PREDICTIONS_HEADER = "index\tprediction\n"
 
 
 def predictions_kind():
-    """What --force may replace: a predictions file (it starts with GLUE's header), see albert_min.safe_output."""
+    """What --force may replace: a predictions file (it starts with GLUE's header), see
+    albert_min.common.safe_output."""
     from albert_min.common.safe_output import FileKind, starts_with
     return FileKind("a predictions file evaluate.py wrote",
                     starts_with(PREDICTIONS_HEADER.encode()))

@@ -27,7 +27,7 @@ The best model (by the task's first GLUE metric on dev; in pre-training, held-ou
 without --dev, the last one) is written to --output atomically; the full training state (weights,
 optimizer moments, epoch, the run's settings and tokenizer) goes to <output>.state after every
 epoch (and --eval-every / --save-every steps); --resume alone continues from it and repeats the
-uninterrupted run exactly. The training loop itself is albert_min.trainer, usable from Python
+uninterrupted run exactly. The training loop itself is albert_min.training.trainer, usable from Python
 (docs/training.md); this script turns flags into its typed configs.
 
 Data-parallel on N workers with MindSpore's launcher (--batch-size stays the global batch):

@@ -141,7 +141,7 @@ def _is_our_mindir(path):
 
 
 def mindir_kind():
-    """What ``--force`` may replace: a MindIR whose metadata names albert_min (see albert_min.safe_output)."""
+    """What ``--force`` may replace: a MindIR whose metadata names albert_min (see albert_min.common.safe_output)."""
     from .common.safe_output import FileKind
     return FileKind("a MindIR file albert_min wrote", _is_our_mindir)
 

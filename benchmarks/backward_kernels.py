@@ -1,4 +1,4 @@
-"""albert_min's compiled kernels (albert_min/kernels) against MindSpore's own ops, side by side in one run.
+"""The compiled kernels (albert_min/model/kernels) against MindSpore's own ops, side by side in one run.
 
     python3 benchmarks/backward_kernels.py            # sst2-small train step + single layers (about 1 min)
     python3 benchmarks/backward_kernels.py --base     # also the albert-base-v2 fine-tuning step (about 3 min more)

@@ -21,7 +21,7 @@ ours: ops on [.., intermediate] inputs, torch: ops in transformers'
 activation module and their backward functions), dropout, grad clipping
 (ours: ops on parameter-shaped inputs outside the Gradients/ scope; torch:
 clip_grad_norm_), optimizer, albert_min kernels (every ``Custom`` op of
-albert_min/kernels, whichever layer's gradient it computes: --shapes tells
+albert_min/model/kernels, whichever layer's gradient it computes: --shapes tells
 them apart by their inputs), other. "sum of ops" against the wall times
 shows the time between ops and what the profilers add. MindSpore runs 1
 kernel thread (``set_cpu_threads``), torch --torch-threads. The machine is

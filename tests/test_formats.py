@@ -1,4 +1,4 @@
-"""The checkpoint readers (albert_min.formats) on crafted and corrupt files.
+"""The checkpoint readers (albert_min.checkpoints.formats) on crafted and corrupt files.
 
 Each hostile case from issue 7 is reproduced here at small scale: a crafted
 file must end in a ConversionError naming it, quickly and without allocating

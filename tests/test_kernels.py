@@ -1,4 +1,4 @@
-"""albert_min/kernels: each compiled gradient against MindSpore's autodiff of the plain ops,
+"""albert_min/model/kernels: each compiled gradient against MindSpore's autodiff of the plain ops,
 the build (cache, fallback, off switch), and the parity suite on the fallback path."""
 
 import os

@@ -1,4 +1,4 @@
-"""Nothing lost, round two (issue 24, cases 1, 3, 4, 8, 12, 13): the rules of albert_min.safe_output for
+"""Nothing lost, round two (issue 24, cases 1, 3, 4, 8, 12, 13): the rules of albert_min.common.safe_output for
 every file and folder albert_min writes, on the real command line where it matters."""
 
 import json

@@ -156,7 +156,7 @@ def test_lamb_is_the_optimizer_and_its_state_resumes(tmp_path):
 
 @pytest.mark.parametrize("use_jit", [True, False])
 def test_lamb_follows_its_formula(use_jit):
-    """Two steps of albert_min.lamb against LAMB written out in numpy (nn.Lamb's documented update:
+    """Two steps of albert_min.training.lamb against LAMB written out in numpy (nn.Lamb's documented update:
     bias-corrected Adam ratio plus weight decay, scaled per tensor by ||w|| / ||update||)."""
     import mindspore as ms
     from albert_min.training.lamb import Lamb

@@ -67,7 +67,7 @@ class Task:
             starting point (``--init``) may lack them, and they then start from random values.
         inputs: which of train.py's data flags the task reads: ("train", "dev") or ("text",).
         pretraining: True for objectives trained from random weights (train.py then turns on
-            Adam's bias correction in the schedule, see ``training.with_adam_bias_correction``).
+            Adam's bias correction in the schedule, see ``training.step.with_adam_bias_correction``).
     """
     name = ""
     model_class = "AlbertModel"
@@ -121,7 +121,7 @@ class Task:
 
     # --------------------------------------------------------------- training
     def steps_per_epoch(self, train: Prepared, batch_size: int, seed: int, parallel) -> int:
-        """Optimizer steps in one epoch of ``train_batches`` (``parallel``: albert_min.parallel)."""
+        """Optimizer steps in one epoch of ``train_batches`` (``parallel``: albert_min.common.parallel)."""
         return parallel.steps(len(train), batch_size)
 
     def train_batches(self, train: Prepared, epoch: int, batch_size: int, seed: int, parallel) -> Iterator[tuple]:

@@ -14,7 +14,7 @@ from .base import Prepared, Task, finite_or_worst, shuffled_batches
 
 
 class GlueTask(Task):
-    """A task of the GLUE table in ``albert_min.glue`` (``spec``: its layout, labels and metrics)."""
+    """A task of the GLUE table in ``albert_min.tasks.glue_benchmark`` (``spec``: its layout, labels and metrics)."""
     model_class = "AlbertForSequenceClassification"
     head_prefixes = ("classifier.",)
 

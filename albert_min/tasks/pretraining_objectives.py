@@ -327,7 +327,7 @@ class HeldOut:
 
     def evaluate(self, model, progress=True, parallel=None):
         """{"heldout_mlm_accuracy", "heldout_sop_accuracy", "heldout_nsp_accuracy"}. With ``parallel``
-        (albert_min.parallel), each worker scores its share of the batches and the counts are summed."""
+        (albert_min.common.parallel), each worker scores its share of the batches and the counts are summed."""
         parallel = parallel or SingleProcess()
         right, total = parallel.sum(self.counts(model, parallel.rank, parallel.size, progress))
         return {f"heldout_{k}_accuracy": float(r) / max(1, float(t)) for k, r, t in zip(SCORES, right, total)}

@@ -40,7 +40,7 @@ def with_adam_bias_correction(lr_schedule, beta1=0.9, beta2=0.999):
 
 
 def make_optimizer(model, lr_schedule, weight_decay, kind="adamw"):
-    """AdamW (BERT's ``AdamWeightDecay``) or LAMB (``albert_min.lamb``, the ALBERT paper's
+    """AdamW (BERT's ``AdamWeightDecay``) or LAMB (``albert_min.training.lamb``, the ALBERT paper's
     pre-training optimizer: Adam's update scaled per tensor by ||w|| / ||update||), with no weight
     decay on biases and LayerNorm weights."""
     no_decay = [p for p in model.trainable_params() if p.name.endswith("bias") or "LayerNorm" in p.name
@@ -48,7 +48,7 @@ def make_optimizer(model, lr_schedule, weight_decay, kind="adamw"):
     decay = [p for p in model.trainable_params() if all(p is not q for q in no_decay)]
     groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
     if kind == "lamb":
-        from .lamb import Lamb   # nn.Lamb's fused kernel has no CPU implementation: see albert_min.lamb
+        from .lamb import Lamb   # nn.Lamb's fused kernel has no CPU implementation: see albert_min.training.lamb
         return Lamb(groups, learning_rate=ms.Tensor(lr_schedule), eps=1e-6)
     if kind != "adamw":
         raise ValueError(f"unknown optimizer {kind!r}")
@@ -112,7 +112,7 @@ def make_train_step(loss_fn, optimizer, max_grad_norm, use_jit=True, grad_reduce
 
     ``loss_fn(*batch)`` returns a scalar. The step is compiled to a graph
     with ``mindspore.jit`` unless ``use_jit`` is False. Data-parallel workers
-    pass ``grad_reducer`` (``nn.DistributedGradReducer``, see albert_min.parallel):
+    pass ``grad_reducer`` (``nn.DistributedGradReducer``, see albert_min.common.parallel):
     the gradients are averaged over the workers BEFORE clipping, so the norm is
     the global batch's, and the returned loss is the mean over the workers.
     float16 mixed precision passes ``loss_scaler`` (``mindspore.amp.DynamicLossScaler``):

@@ -52,7 +52,7 @@ class Trainer:
     task: an ``albert_min.tasks`` Task. train / dev: ``task.prepare``'s results (or
     ``task.training_sets``'); without ``dev`` nothing is evaluated and the last model is kept.
     tokenizer_file: the spiece.model the model folder and the state get a copy of.
-    parallel: albert_min.parallel's SingleProcess (default) or DataParallel.
+    parallel: albert_min.common.parallel's SingleProcess (default) or DataParallel.
     protect: input paths the saved folders must neither be nor contain.
     settings: more JSON-able settings to record in the state beside ``config`` (train.py's data
     files and model shape); inputs: fingerprints of the files the run read (recorded too).
@@ -124,7 +124,7 @@ class Trainer:
 
     def resume(self):
         """Continue from ``config.state_dir``: weights, optimizer moments and counters (checked
-        against each other, see ``training_state.load_training_state``)."""
+        against each other, see ``state.load_training_state``)."""
         saved = load_training_state(self.config.state_dir, self.model, self.optimizer, recover=False)
         self.state.update({k: saved[k] for k in ("epoch", "step", "best", "history", "epoch_losses")})
         if self.loss_scaler is not None:

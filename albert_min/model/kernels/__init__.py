@@ -118,7 +118,7 @@ def batch_matmul(transpose_b=False):
 def use_mindspore_ops(model):
     """Swap every compiled-kernel layer inside ``model`` for the MindSpore-ops layer with the same
     forward. The kernels compute in float32 only (OpenBLAS ``sgemm``), so mixed precision runs
-    on MindSpore's ops (albert_min.mixed_precision)."""
+    on MindSpore's ops (albert_min.training.mixed_precision)."""
     plain = {LinearWithKernels: lambda c: Linear(), LayerNormWithKernels: lambda c: LayerNorm(c.eps),
              SoftmaxWithKernels: lambda c: Softmax(), BatchMatMulWithKernels: lambda c: BatchMatMul(c.transpose_b),
              GeluNewWithKernels: lambda c: Activation(c.fn)}

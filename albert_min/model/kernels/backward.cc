@@ -232,7 +232,7 @@ extern "C" int batch_matmul_tn(int nparam, void **params, int *ndims, int64_t **
   return 0;
 }
 
-// OpenBLAS's thread count, set once by the loader (albert_min/kernels/__init__.py).
+// OpenBLAS's thread count, set once by the loader (albert_min/model/kernels/__init__.py).
 extern "C" void set_blas_threads(int threads) { scipy_openblas_set_num_threads(threads); }
 
 // How many threads the kernels split their work over (1 or 2; see helper.h).
