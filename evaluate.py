@@ -30,7 +30,7 @@ import os
 import sys
 
 from albert_min import arguments as num
-from albert_min.device import add_device_flag
+from albert_min.common.device import add_device_flag
 
 # MindSpore logs WARNINGs (deprecations, compile-cache misses) to stderr; errors only, unless the user sets GLOG_v.
 os.environ.setdefault("GLOG_v", "3")
@@ -78,7 +78,7 @@ def how_to_get_a_model(weights=WEIGHTS):
 def training_record(model_dir):
     """The record train.py kept with the model (its train_metrics.json), {} when there is none
     or it is not a JSON object: used for messages and checks only, never for a score."""
-    from albert_min.config import ConfigError, read_json_object
+    from albert_min.model.config import ConfigError, read_json_object
     path = os.path.join(model_dir, TRAINING_METRICS)
     try:
         return read_json_object(path) if os.path.isfile(path) else {}
@@ -157,7 +157,7 @@ def format_report(metrics, model_dir, data_path, speed, task=None):
 
 def predictions_kind():
     """What --force may replace where GLUE's predictions go: a file starting with GLUE's header
-    (see albert_min.safe_output); each task's own is its ``Task.prediction_kind``."""
+    (see albert_min.common.safe_output); each task's own is its ``Task.prediction_kind``."""
     from albert_min.tasks.glue import GlueTask
     return GlueTask.prediction_kind
 
@@ -165,7 +165,7 @@ def predictions_kind():
 def write_predictions(path, index, predictions, force=False, protect=()):
     """GLUE's submission layout, ``index<TAB>prediction`` with a header; predictions are
     strings (label names or scores). Atomically, replacing only what safe_output allows."""
-    from albert_min.safe_output import atomic_file
+    from albert_min.common.safe_output import atomic_file
     from albert_min.tasks.glue import PREDICTIONS_HEADER
     with atomic_file(path, predictions_kind(), force, protect) as tmp:
         with open(tmp, "w", encoding="utf-8") as f:
@@ -179,8 +179,8 @@ def main(argv=None):
     if not args.model:
         sys.exit(how_to_get_a_model())
     args.device = num.use_device_flag(args.device)   # before any work
-    from albert_min.errors import AlbertMinError
-    from albert_min.safe_output import output_lock
+    from albert_min.common.errors import AlbertMinError
+    from albert_min.common.safe_output import output_lock
     try:
         with output_lock(args.output) if args.output else contextlib.nullcontext():   # one writer per --output
             return evaluate(args)
@@ -190,12 +190,12 @@ def main(argv=None):
 
 def evaluate(args):
     import numpy as np
-    from albert_min.checkpoint import CheckpointError
-    from albert_min.data import DataError
-    from albert_min import glue
+    from albert_min.model.folder import CheckpointError
+    from albert_min.tasks.data import DataError
+    from albert_min.tasks import glue_benchmark as glue
     if not os.path.isdir(args.model):
         raise FileNotFoundError(f"model folder not found: {args.model}")
-    from albert_min.checkpoint import tokenizer_file
+    from albert_min.model.folder import tokenizer_file
     tokenizer_file(args.model)                   # before any work: a converted TF checkpoint has none
     from albert_min.tasks import get_task, infer_task
     name = args.task or infer_task(args.data)
@@ -207,7 +207,7 @@ def evaluate(args):
         options = options_for(args.model, **squad_flags(args))
     registered = get_task(name, **options)
     if args.output:   # before the work: every file the task writes (SQuAD v2.0's null_odds.json too)
-        from albert_min.safe_output import check_file_target
+        from albert_min.common.safe_output import check_file_target
         for path, kind in registered.prediction_files(args.output).items():
             check_file_target(path, kind, args.force, protect=(args.data, args.model))
     if name in ("squad", "squad_v2", "race", "conll"):   # tasks that score and write their own predictions
@@ -219,8 +219,8 @@ def evaluate(args):
     warn_if_trained_on_another_task(args.model, task, args.data)
     if examples.labels is None and not args.output:
         raise DataError(f"{args.data} has no labels to score; pass --output to write its predictions")
-    from albert_min.device import applies_cpu_only_parts
-    from albert_min.classify import predict_logits, default_compile_cache
+    from albert_min.common.device import applies_cpu_only_parts, default_compile_cache
+    from albert_min.tasks.classify import predict_logits
     model, tokenizer, max_length = load_classifier(args.model, args.max_length)
     registered.check_model(model.config, examples, args.model)
     # The cache is a CPU-only part: its key does not name the device, and it was checked on CPU alone.
@@ -258,9 +258,9 @@ def load_classifier(model_dir, max_length=None):
     times this too): the truncation length is ``max_length``, else what train.py used, within the
     model's positions. The model only predicts, so it is built without the training kernels
     (``kernels.forward_only``: the same forward, and no compiler run on a machine's first evaluation)."""
-    from albert_min import kernels
-    from albert_min.checkpoint import training_max_length
-    from albert_min.modeling import AlbertForSequenceClassification
+    from albert_min.model import kernels
+    from albert_min.model.folder import training_max_length
+    from albert_min.model.heads import AlbertForSequenceClassification
     from tokenizer import AlbertTokenizer
     with kernels.forward_only():
         model = AlbertForSequenceClassification.from_pretrained(model_dir)
@@ -272,14 +272,14 @@ def evaluate_task(args, task):
     """SQuAD, RACE and CoNLL-2003: the task reads, predicts (streaming), scores with its official
     metric and writes its official prediction file (``albert_min/tasks/base.py``)."""
     import time
-    from albert_min import kernels, modeling
-    from albert_min.checkpoint import training_max_length
+    from albert_min.model import heads, kernels
+    from albert_min.model.folder import training_max_length
     from tokenizer import AlbertTokenizer
     if args.max_length is not None:
         check_max_length(args.max_length, args.model)
     examples = task.read(args.data)
     with kernels.forward_only():   # it only predicts: no kernels to build (see load_classifier)
-        model = getattr(modeling, task.model_class).from_pretrained(args.model)
+        model = getattr(heads, task.model_class).from_pretrained(args.model)
     model.set_train(False)
     task.check_model(model.config, examples, args.model)
     tokenizer = AlbertTokenizer.from_pretrained(args.model)
@@ -314,7 +314,7 @@ def squad_flags(args):
 
 def check_no_squad_flags(args, task_name):
     """SQuAD's flags given for another task would change nothing: an error naming the flag."""
-    from albert_min.data import DataError
+    from albert_min.tasks.data import DataError
     given = [name for name, value in squad_flags(args).items() if value is not None]
     if given:
         raise DataError(f"--{given[0].replace('_', '-')} is for SQuAD (--task squad or squad_v2), "
@@ -323,7 +323,7 @@ def check_no_squad_flags(args, task_name):
 
 def check_max_length(max_length, model_dir):
     """--max-length within the model's positions: beyond them there is nothing to evaluate with."""
-    from albert_min.config import ConfigError, load_config
+    from albert_min.model.config import ConfigError, load_config
     positions = load_config(model_dir).max_position_embeddings
     if max_length > positions:
         raise ConfigError(f"--max-length {max_length} is more than {model_dir}'s max_position_embeddings "
@@ -337,8 +337,8 @@ def warn_if_trained_on_another_task(model_dir, task, data_path):
     train_metrics.json's); nothing is said when it is unknown.
     ``cls`` (any other sentence<TAB>label file) names no task, so it goes with any
     single-sentence classifier (an SST-2 model on your own reviews), both ways."""
-    from albert_min import glue
-    from albert_min.checkpoint import training_settings
+    from albert_min.tasks import glue_benchmark as glue
+    from albert_min.model.folder import training_settings
     try:
         trained_on = training_settings(model_dir).get("task") or training_record(model_dir).get("task")
     except ValueError:     # a broken settings file is reported where the length is read

@@ -27,7 +27,7 @@ The best model (by the task's first GLUE metric on dev; in pre-training, held-ou
 without --dev, the last one) is written to --output atomically; the full training state (weights,
 optimizer moments, epoch, the run's settings and tokenizer) goes to <output>.state after every
 epoch (and --eval-every / --save-every steps); --resume alone continues from it and repeats the
-uninterrupted run exactly. The training loop itself is albert_min.trainer, usable from Python
+uninterrupted run exactly. The training loop itself is albert_min.training.trainer, usable from Python
 (docs/training.md); this script turns flags into its typed configs.
 
 Data-parallel on N workers with MindSpore's launcher (--batch-size stays the global batch):
@@ -45,12 +45,12 @@ import tempfile
 os.environ.setdefault("GLOG_v", "3")
 
 from albert_min import arguments as num  # noqa: E402
-from albert_min.device import add_device_flag  # noqa: E402
-from albert_min.errors import AlbertMinError  # noqa: E402
-from albert_min.mixed_precision import needs_loss_scale  # noqa: E402
-from albert_min.run_config import ResumeError, RunConfig, flag_name, from_flat  # noqa: E402
+from albert_min.common.device import add_device_flag  # noqa: E402
+from albert_min.common.errors import AlbertMinError  # noqa: E402
+from albert_min.training.mixed_precision import needs_loss_scale  # noqa: E402
+from albert_min.training.run_config import ResumeError, RunConfig, flag_name, from_flat  # noqa: E402
 from albert_min.tasks import REGISTRY, TASK_NAMES, get_task, infer_task  # noqa: E402
-from albert_min.training_config import AMP_DTYPES, AMP_LEVELS, OPTIMIZERS, WEIGHTS_FORMATS, TrainingConfig  # noqa: E402
+from albert_min.training.config import AMP_DTYPES, AMP_LEVELS, OPTIMIZERS, WEIGHTS_FORMATS, TrainingConfig  # noqa: E402
 
 SIZE_FLAGS = ("embedding_size", "hidden_size", "layers", "heads", "intermediate_size", "sharing")
 PRETRAINING = tuple(name for name, (module, _, _) in REGISTRY.items() if module == "pretraining")
@@ -218,8 +218,8 @@ def settings_argv(flat):
 def resumed_settings(settings, given):
     """The saved run's settings, with the budget flags given anew; a changed flag or input is an error.
     A state saved before runs recorded their settings resumes with the flags as given."""
-    from albert_min.run_config import check_inputs_unchanged, settings_for_resume
-    from albert_min.train_run import saved_run
+    from albert_min.training.run_config import check_inputs_unchanged, settings_for_resume
+    from albert_min.training.run import saved_run
     saved, inputs, path = saved_run(settings.training.state_dir)
     if saved is None:
         print(f"note: {path} does not record the run's settings (an older albert_min wrote it); "
@@ -277,7 +277,7 @@ def default_max_length(p, args):
     length = getattr(get_task(args.task), "default_max_length", RunConfig.max_length)
     source = args.init or args.config
     if source:
-        from albert_min.config import ConfigError, load_config
+        from albert_min.model.config import ConfigError, load_config
         try:
             length = min(length, load_config(source).max_position_embeddings)
         except (ConfigError, OSError):
@@ -288,7 +288,7 @@ def default_max_length(p, args):
 def check_squad_options(p, args):
     """SQuAD's flags: refused for another task; for SQuAD, the defaults filled in (so the run
     records them, and a --resume given another value is refused) and the windows checked."""
-    from albert_min.data import DataError
+    from albert_min.tasks.data import DataError
     from albert_min.tasks.squad_task import OPTION_DEFAULTS
     squad = args.task in ("squad", "squad_v2")
     for name, default in OPTION_DEFAULTS.items():
@@ -307,7 +307,7 @@ def check_squad_options(p, args):
 
 def check_data_parallel(batch_size):
     """Before MindSpore's init (which would wait and fail with a traceback): msrun is there and the batch divides."""
-    from albert_min.parallel import MSRUN_VARIABLES, msrun_workers
+    from albert_min.common.parallel import MSRUN_VARIABLES, msrun_workers
     workers = msrun_workers()
     if workers is None:
         print(f"error: --data-parallel must run under msrun ({', '.join(MSRUN_VARIABLES)} not set), e.g. "
@@ -326,8 +326,8 @@ def main(argv=None):
         check_data_parallel(settings.training.batch_size)
     num.use_device_flag(settings.device)   # before any work (and before msrun's init)
     try:
-        from albert_min.safe_output import output_lock
-        from albert_min.train_run import prepare_outputs, train_run
+        from albert_min.common.safe_output import output_lock
+        from albert_min.training.run import prepare_outputs, train_run
         if settings.data_parallel:   # rank 0 locks the output once it has joined the job
             if args.resume:
                 settings = resumed_settings(settings, given)

@@ -7,27 +7,38 @@
     clf = pipeline("weights/sst2-small")
     clf(["a gorgeous film", "a mess"])   # [{"label": ..., "score": ...}, ...]
 
-The modules read top to bottom: config -> modeling -> checkpoint/convert -> data -> training.
-MindSpore is imported by ``modeling``; ``config`` and the converter's readers need only numpy.
+The package is cut into layers, each a folder that imports only the layers below it
+(``.importlinter`` at the repository root is the contract; ``lint-imports`` checks it, and
+docs/layout.md maps the old module paths to the new):
+
+    convert.py, export.py   python -m albert_min.convert / albert_min.export: the commands
+    arguments.py            the flag types of the commands, train.py and evaluate.py
+    training/ | predict/    train and resume a model | a model folder as a function (``pipeline``)
+    tasks/                  each task family: reading, features, loss, official metric; batched prediction
+    checkpoints/            other libraries' checkpoints in and out: file formats, tensor names, HF export
+    model/                  the config, the backbone, the heads, the kernels, the model folder on disk
+    common/                 errors, the device, data-parallel workers, safe outputs and locks, checked JSON
+
+MindSpore is imported by ``model.modeling``; ``model.config`` and the checkpoint readers need only numpy.
 """
 
-from .config import AlbertConfig, ConfigError
-# The function lives in the module ``pipelines`` (plural) so that importing that
-# module never hides the function; it imports MindSpore only when a pipeline is built.
-from .pipelines import pipeline
+from .model.config import AlbertConfig, ConfigError
+# The function lives in the package ``predict`` (no module is called ``pipeline``), so that
+# importing a module never hides the function; it imports MindSpore only when a pipeline is built.
+from .predict import pipeline
 
 _MODEL_CLASSES = ("AlbertModel", "AlbertForPreTraining", "AlbertForSequenceClassification", "AlbertForMaskedLM",
                   "AlbertForQuestionAnswering", "AlbertForTokenClassification", "AlbertForMultipleChoice")
 # Training from Python (README "Use from Python"): the pieces train.py hands its typed configs to.
-_TRAINING = {"Trainer": "trainer", "TrainingConfig": "training_config", "get_task": "tasks"}
+_TRAINING = {"Trainer": "training.trainer", "TrainingConfig": "training.config", "get_task": "tasks"}
 __all__ = ["AlbertConfig", "ConfigError", "pipeline", *_MODEL_CLASSES, *_TRAINING]
 
 
 def __getattr__(name):
     # The model classes and the training pieces import MindSpore (seconds); load them only when asked for.
     if name in _MODEL_CLASSES:
-        from . import modeling
-        return getattr(modeling, name)
+        from .model import heads        # the head classes, and the backbone they import
+        return getattr(heads, name)
     if name in _TRAINING:
         import importlib
         return getattr(importlib.import_module(f".{_TRAINING[name]}", __name__), name)

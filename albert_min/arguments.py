@@ -84,7 +84,7 @@ def use_device_flag(device):
     """A script's ``--device`` value (None: $ALBERT_MIN_DEVICE, else CPU) set for this process
     before any work (``device.use_device``); returns the device. A device this MindSpore cannot run
     on, or a bad $ALBERT_MIN_DEVICE, is one ``error:`` line and exit 2, as a bad flag."""
-    from .device import DeviceError, use_device
+    from .common.device import DeviceError, use_device
     try:
         return use_device(device, flag="--device")
     except DeviceError as err:

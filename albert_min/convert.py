@@ -4,12 +4,12 @@
     python -m albert_min.convert --to hf weights/DIR DST [--classifier-class NAME] [--force]
 
 ``--to hf`` writes an albert_min model folder in Hugging Face's layout
-(``albert_min.hf_export``); the rest of this module reads the other way.
+(``albert_min.checkpoints.hf_export``); the rest of this module reads the other way.
 
-The files are read by ``albert_min.formats`` (one module per format, numpy only):
+The files are read by ``albert_min.checkpoints.formats`` (one module per format, numpy only):
 PyTorch ``pytorch_model.bin``, ``model.safetensors``, Hugging Face's sharded
 ``*.index.json`` checkpoints, and Google's TensorFlow checkpoints (``model.ckpt-N``).
-``albert_min.names`` maps their names to this package's names, which are Hugging
+``albert_min.checkpoints.names`` maps their names to this package's names, which are Hugging
 Face's, and transposes TF kernels; this module checks every tensor
 against the model the config describes (names, shapes, finite values) before
 anything is written. The output folder is written atomically: on any error no
@@ -26,14 +26,16 @@ import sys
 import numpy as np
 
 from .arguments import use_device_flag
-from .config import AlbertConfig, ConfigError, read_json_object
-from .device import add_device_flag
-from .errors import AlbertMinError, OutputExistsError
-from .formats import (ConversionError, find_weights, read_pytorch_bin, read_safetensors,  # noqa: F401
-                      read_tf_checkpoint, read_weights)
-from .formats.common import brief
-from .names import hf_name, is_tf_bookkeeping, map_names, tf_name  # noqa: F401  (hf_name, tf_name: API)
-from .training_config import WEIGHTS_FORMATS
+from .model.config import AlbertConfig, ConfigError, read_json_object
+from .common.device import add_device_flag
+from .common.errors import AlbertMinError, OutputExistsError
+from .checkpoints.formats import (ConversionError, find_weights, read_pytorch_bin, read_safetensors,  # noqa: F401
+                                  read_tf_checkpoint, read_weights)
+from .checkpoints.formats.common import brief
+from .checkpoints.names import hf_name, is_tf_bookkeeping, map_names, tf_name  # noqa: F401  (hf_name, tf_name: API)
+# which model classes a checkpoint's heads fit: in checkpoints.names, as hf_export uses them too
+from .checkpoints.names import CLASSIFIER_CLASSES, HEADS, classifier_class, model_classes
+from .training.config import WEIGHTS_FORMATS
 
 
 # ====================================================================== config
@@ -70,34 +72,10 @@ def load_source_config(path, tf_source):
 
 
 # ==================================================================== convert
-# A checkpoint is converted by what it holds: the backbone, plus whichever heads are there.
-HEADS = {"mlm": "predictions.", "sop": "sop_classifier.", "classifier": "classifier.", "qa": "qa_outputs."}
 OPTIONAL_HEADS = ("predictions.", "sop_classifier.")     # a partial MLM/SOP head: --allow-missing-heads
 POOLER = "albert.pooler."
 PROJECTION = "albert.encoder.embedding_hidden_mapping_in."
-# `classifier.*` is the same tensor pair for three HF classes; config.json's "architectures" says which.
-CLASSIFIER_CLASSES = ("AlbertForSequenceClassification", "AlbertForTokenClassification", "AlbertForMultipleChoice")
 SPIECE_NAMES = ("spiece.model", "30k-clean.model")
-
-
-def classifier_class(architectures):
-    """Which class a ``classifier.*`` head belongs to: config.json's "architectures", else sequence classification."""
-    return next((a for a in architectures if a in CLASSIFIER_CLASSES), "AlbertForSequenceClassification")
-
-
-def model_classes(heads, architectures=()):
-    """The model classes that can load a checkpoint with these heads (AlbertModel if it has none)."""
-    from . import modeling
-    names = []
-    if "sop" in heads:
-        names.append("AlbertForPreTraining")
-    elif "mlm" in heads:
-        names.append("AlbertForMaskedLM")          # the published albert-*-v2 checkpoints
-    if "classifier" in heads:
-        names.append(classifier_class(architectures))
-    if "qa" in heads:
-        names.append("AlbertForQuestionAnswering")
-    return [getattr(modeling, n) for n in names or ["AlbertModel"]]
 
 
 def expected_shapes(config, classes, with_pooler=True):
@@ -106,8 +84,8 @@ def expected_shapes(config, classes, with_pooler=True):
     ``with_pooler``: the checkpoint has a pooler, so it has a place even when none of the classes uses it.
     """
     from mindspore.nn.utils import no_init_parameters
-    from .checkpoint import full_name
-    from .modeling import AlbertModel
+    from .model.folder import full_name
+    from .model.modeling import AlbertModel
     shapes = {}
     for cls in list(classes) + ([AlbertModel] if with_pooler else []):
         with no_init_parameters():        # shapes only: skip random init (7 s and 1x the weights for base)
@@ -132,7 +110,7 @@ def add_identity_projection(mapped, source, config):
 def check_google_groups(mapped, config, weights_path):
     """Google's formula int(i / L * G) skips a group for some shapes (e.g. L = G = 22 never runs
     group 15), and TF then creates no variables for it: name that instead of "missing tensors"."""
-    from .modeling import loop_group
+    from .model.modeling import loop_group
     L, G = config.num_hidden_layers, config.num_hidden_groups
     unused = sorted(set(range(G)) - {loop_group(i, L, G, "google") for i in range(L)})
     prefix = "albert.encoder.albert_layer_groups.{}."
@@ -223,7 +201,7 @@ def read_source_weights(weights_path, fmt, select):
     else the CRC, is checked), so a corrupted model folder is refused, never converted into a
     fresh, valid-looking one; every other file is a public checkpoint, read by ``formats``."""
     if fmt == "safetensors" and not weights_path.endswith(".index.json"):
-        from .checkpoint import read_checkpoint, written_by_mindspore
+        from .model.folder import read_checkpoint, written_by_mindspore
         if written_by_mindspore(weights_path):
             return read_checkpoint(weights_path)
     return read_weights(weights_path, fmt, select=select)
@@ -240,7 +218,7 @@ def convert(src, dst, config_path=None, allow_missing_heads=False, force=False, 
     ``dst`` is locked for the whole conversion (``safe_output.output_lock``): a second
     conversion into it is refused at once, naming this process.
     """
-    from .safe_output import check_replaceable, output_lock
+    from .common.safe_output import check_replaceable, output_lock
     if os.path.exists(dst) and not force:
         raise OutputExistsError(dst)
     if os.path.isdir(src) and os.path.realpath(dst) == os.path.realpath(src):
@@ -287,7 +265,7 @@ def _convert(src, dst, config_path, allow_missing_heads, force, tokenizer, weigh
     if spiece:
         check_tokenizer(spiece, config)
 
-    from .checkpoint import write_model_dir
+    from .model.folder import write_model_dir
     # One tensor at a time (TF kernels are transposed views): never two copies of the model.
     arrays = {n: np.ascontiguousarray(mapped.pop(n), dtype=np.float32) for n in list(mapped)}
     source_dir = os.path.dirname(os.path.abspath(weights_path))
@@ -306,7 +284,7 @@ NO_TOKENIZER = ("none (no spiece.model / 30k-clean.model next to the weights): p
 
 
 def summary(report) -> str:
-    from .checkpoint import WEIGHTS_FILES
+    from .model.folder import WEIGHTS_FILES
     c = report["model_config"]
     dropped = report["dropped"]
     lines = [
@@ -369,7 +347,7 @@ def main(argv=None):
     use_device_flag(args.device)
     try:
         if args.to == "hf":
-            from .hf_export import export_hf, summary as export_summary
+            from .checkpoints.hf_export import export_hf, summary as export_summary
             print(export_summary(export_hf(args.src, args.dst, args.force, args.classifier_class)))
             return 0
         report = convert(args.src, args.dst, args.config, args.allow_missing_heads, args.force, args.tokenizer,

@@ -25,7 +25,7 @@ so the file is about the size of model.ckpt (or model.safetensors). The file als
 ``user_info``, that albert_min wrote it, the config, the label names, the
 training max_length and the fixed input shape (``read_metadata``).
 
-The file is written as every albert_min output (albert_min.safe_output): to a
+The file is written as every albert_min output (albert_min.common.safe_output): to a
 temporary name beside the target, renamed when complete; an existing target is
 replaced only with --force, and only if it is a MindIR that albert_min wrote.
 """
@@ -40,8 +40,8 @@ import shutil
 import sys
 
 from .arguments import use_device_flag
-from .device import add_device_flag
-from .errors import AlbertMinError
+from .common.device import add_device_flag
+from .common.errors import AlbertMinError
 
 PRODUCER = "albert_min"
 
@@ -141,8 +141,8 @@ def _is_our_mindir(path):
 
 
 def mindir_kind():
-    """What ``--force`` may replace: a MindIR whose metadata names albert_min (see albert_min.safe_output)."""
-    from .safe_output import FileKind
+    """What ``--force`` may replace: a MindIR whose metadata names albert_min (see albert_min.common.safe_output)."""
+    from .common.safe_output import FileKind
     return FileKind("a MindIR file albert_min wrote", _is_our_mindir)
 
 
@@ -177,8 +177,9 @@ def check_arguments(output, batch, seq):
 
 
 def load_model(model_dir, backbone):
-    from .checkpoint import CheckpointError
-    from .modeling import AlbertForSequenceClassification, AlbertModel
+    from .model.folder import CheckpointError
+    from .model.modeling import AlbertModel
+    from .model.heads import AlbertForSequenceClassification
     if not os.path.isdir(model_dir):
         raise FileNotFoundError(f"model folder not found: {model_dir}")
     try:
@@ -199,9 +200,9 @@ def export_mindir(model_dir, output, backbone=False, batch=None, seq=None, force
     under any name (a space or an "é" in it too). Returns ``output``.
     """
     import mindspore as ms
-    from .checkpoint import training_max_length
-    from .pipelines import label_names
-    from .safe_output import atomic_file
+    from .model.folder import training_max_length
+    from .predict.pipelines import label_names
+    from .common.safe_output import atomic_file
     check_arguments(output, batch, seq)
     if not os.path.isdir(model_dir):
         raise FileNotFoundError(f"model folder not found: {model_dir}")
@@ -274,7 +275,7 @@ def make_inputs(model_dir, texts, text_pairs=None, mindir=None):
     truncated to the length the model was trained with and padded to the longest text.
     With ``mindir`` (the exported file), to its fixed --seq if it has one."""
     from tokenizer import AlbertTokenizer
-    from .checkpoint import training_max_length
+    from .model.folder import training_max_length
     tokenizer = AlbertTokenizer.from_pretrained(model_dir)
     info = read_metadata(mindir) if mindir else {}
     seq = json.loads(info.get("input_shape", "[null, null]"))[1]
@@ -306,7 +307,7 @@ def main(argv=None):
         export_mindir(args.model_dir, args.output, args.backbone, args.batch, args.seq, args.force)
     except (AlbertMinError, OSError) as err:
         sys.exit(f"error: {err}")
-    from .checkpoint import weights_file
+    from .model.folder import weights_file
     checkpoint = weights_file(args.model_dir)
     size = os.path.getsize(args.output)
     print(f"wrote {args.output} ({size / 1e6:.2f} MB; {os.path.basename(checkpoint)} "

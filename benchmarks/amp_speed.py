@@ -36,10 +36,10 @@ def build_step(variant, batch):
     """(step function, its batch) for ``variant`` = (name, amp level, kernels on)."""
     import mindspore as ms
     from mindspore import ops
-    from albert_min import kernels
-    from albert_min.mixed_precision import make_loss_scaler, mixed_precision_network
-    from albert_min.modeling import AlbertForSequenceClassification
-    from albert_min.training import linear_warmup_decay, make_optimizer, make_train_step
+    from albert_min.model import kernels
+    from albert_min.training.mixed_precision import make_loss_scaler, mixed_precision_network
+    from albert_min.model.heads import AlbertForSequenceClassification
+    from albert_min.training.step import linear_warmup_decay, make_optimizer, make_train_step
     _, level, use_kernels = variant
     os.environ["ALBERT_MIN_KERNELS"] = "on" if use_kernels else "off"
     kernels._LIBRARY.clear()   # pylint: disable=protected-access  (the layers read the switch when built)
@@ -56,7 +56,7 @@ def build_step(variant, batch):
 
 def main():
     args = parse_args()
-    from albert_min.device import use_device
+    from albert_min.common.device import use_device
     use_device("CPU", cpu_threads=1)
     rng = np.random.default_rng(0)
     batch = (rng.integers(5, 8000, (args.batch_size, args.seq)).astype(np.int32),

@@ -1,4 +1,4 @@
-"""albert_min's compiled kernels (albert_min/kernels) against MindSpore's own ops, side by side in one run.
+"""The compiled kernels (albert_min/model/kernels) against MindSpore's own ops, side by side in one run.
 
     python3 benchmarks/backward_kernels.py            # sst2-small train step + single layers (about 1 min)
     python3 benchmarks/backward_kernels.py --base     # also the albert-base-v2 fine-tuning step (about 3 min more)
@@ -77,8 +77,8 @@ def train_step(config, batch, seq, state=None):
     import mindspore as ms
     from mindspore import ops
     from encoder_throughput import make_inputs
-    from albert_min.modeling import AlbertForSequenceClassification
-    from albert_min.training import linear_warmup_decay, make_optimizer, make_train_step
+    from albert_min.model.heads import AlbertForSequenceClassification
+    from albert_min.training.step import linear_warmup_decay, make_optimizer, make_train_step
     model = seeded(lambda: AlbertForSequenceClassification(config), state)
     model.set_train(True)
     optimizer = make_optimizer(model, linear_warmup_decay(2e-5, 1000, 0.1), 0.01)
@@ -95,9 +95,9 @@ def pretraining_step(config, batch, seq, state=None):
     """(zero-argument MLM + SOP train step on fixed random inputs, initial weights), as train.py --task sop."""
     import mindspore as ms
     from encoder_throughput import make_inputs
-    from albert_min.modeling import AlbertForPreTraining
-    from albert_min.pretraining import MASK_PROB, make_loss_fn
-    from albert_min.training import linear_warmup_decay, make_optimizer, make_train_step
+    from albert_min.model.heads import AlbertForPreTraining
+    from albert_min.tasks.pretraining_objectives import MASK_PROB, make_loss_fn
+    from albert_min.training.step import linear_warmup_decay, make_optimizer, make_train_step
     model = seeded(lambda: AlbertForPreTraining(config), state)
     model.set_train(True)
     optimizer = make_optimizer(model, linear_warmup_decay(1e-3, 1000, 0.02), 0.01)
@@ -143,10 +143,10 @@ def matmul_gradients(matmul, shape):
 
 def cases(args):
     """(name, builder) pairs; builder(on, state) -> (call, state)."""
-    from albert_min.config import AlbertConfig
-    from albert_min import kernels
-    from albert_min.kernels.layers import Activation
-    from albert_min.modeling import LayerNorm, dense, gelu_new
+    from albert_min.model.config import AlbertConfig
+    from albert_min.model import kernels
+    from albert_min.model.kernels.layers import Activation
+    from albert_min.model.modeling import LayerNorm, dense, gelu_new
 
     def as_cell(fn):                                    # MindSpore's path: the plain function
         return fn if isinstance(fn, Activation) else Activation(fn)
@@ -182,7 +182,7 @@ def medians(plain, fast, repeats, kernel_threads):
     """(wall ms, process CPU ms) per call, medians: MindSpore's ops, then the kernels at each
     thread count, all alternating. CPU time counts every thread of this process and
     moves less than wall time when other jobs share the cores."""
-    from albert_min import kernels
+    from albert_min.model import kernels
     runs = [(plain, None)] + [(fast, n) for n in kernel_threads]
     walls, cpus = [[] for _ in runs], [[] for _ in runs]
     for rep in range(repeats + 2):                      # the first two compile and warm up
@@ -204,8 +204,8 @@ def uptime():
 def main():
     args = parse_args()
     import mindspore as ms
-    from albert_min import kernels
-    from albert_min.device import use_device
+    from albert_min.model import kernels
+    from albert_min.common.device import use_device
     use_device("CPU", cpu_threads=args.ms_threads)
     with kernels_switched(True):
         if kernels.library() is None:

@@ -31,17 +31,17 @@ sys.path.insert(0, ROOT)
 
 import mindspore as ms  # noqa: E402
 
-from albert_min.checkpoint import (FORMATS, WEIGHTS_FILES, checkpoint_format, model_arrays,  # noqa: E402
-                                   read_checkpoint, weights_file, write_model_dir)
-from albert_min.config import AlbertConfig, load_config  # noqa: E402
-from albert_min.safe_output import sha256_of  # noqa: E402
+from albert_min.model.folder import (FORMATS, WEIGHTS_FILES, checkpoint_format, model_arrays,  # noqa: E402
+                                     read_checkpoint, weights_file, write_model_dir)
+from albert_min.model.config import AlbertConfig, load_config  # noqa: E402
+from albert_min.common.checksums import sha256_of  # noqa: E402
 
 SST2_SMALL = os.path.join(ROOT, "weights", "sst2-small")
 
 
 def base_sized():
     """(config, arrays) of a random albert-base-v2-sized classifier."""
-    from albert_min.modeling import AlbertForSequenceClassification
+    from albert_min.model.heads import AlbertForSequenceClassification
     config = AlbertConfig(vocab_size=30000, embedding_size=128, hidden_size=768, num_hidden_layers=12,
                           num_attention_heads=12, intermediate_size=3072, hidden_act="gelu_new")
     return config, model_arrays(AlbertForSequenceClassification(config))
@@ -78,7 +78,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--repeats", type=int, default=5, help="runs per format and model; the median is shown")
     args = p.parse_args(argv)
-    from albert_min.device import use_device
+    from albert_min.common.device import use_device
     use_device("CPU")
     print(f"uptime before: {uptime()}")
     models = [("weights/sst2-small", lambda: (load_config(SST2_SMALL), read_checkpoint(weights_file(SST2_SMALL)))),

@@ -101,7 +101,7 @@ def check_equal(dst, weights):
 
 
 def crc_speed():
-    from albert_min.formats import crc32c as crc
+    from albert_min.checkpoints.formats import crc32c as crc
     data = np.random.default_rng(1).integers(0, 256, 256 << 20, dtype=np.uint8).tobytes()
     rows = []
     for label, fn in (("google-crc32c (C)", crc._EXTEND_C and (lambda d: crc.crc32c(d))),

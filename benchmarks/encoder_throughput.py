@@ -42,7 +42,7 @@ def parse_args():
 
 
 def load_config(name):
-    from albert_min.config import AlbertConfig
+    from albert_min.model.config import AlbertConfig
     if os.path.isfile(name):
         return AlbertConfig.from_json_file(name)
     return AlbertConfig.preset(name)
@@ -73,7 +73,7 @@ def timed(fn, iters):
 # ---------------------------------------------------------------- MindSpore
 def ours_forward(config, inputs, iters, use_jit):
     import mindspore as ms
-    from albert_min.modeling import AlbertModel
+    from albert_min.model.modeling import AlbertModel
     ms.set_seed(0)
     model = AlbertModel(config)
     model.set_train(False)
@@ -86,8 +86,8 @@ def ours_forward(config, inputs, iters, use_jit):
 def ours_train_step(config, inputs, iters, use_jit):
     import mindspore as ms
     from mindspore import ops
-    from albert_min.modeling import AlbertForSequenceClassification
-    from albert_min.training import linear_warmup_decay, make_optimizer, make_train_step
+    from albert_min.model.heads import AlbertForSequenceClassification
+    from albert_min.training.step import linear_warmup_decay, make_optimizer, make_train_step
     ms.set_seed(0)
     model = AlbertForSequenceClassification(config)
     model.set_train(True)
@@ -147,7 +147,7 @@ def reference_train_step(config, inputs, iters):
 
 def main():
     args = parse_args()
-    from albert_min.device import use_device
+    from albert_min.common.device import use_device
     use_device("CPU", cpu_threads=args.threads)
     config = load_config(args.config)
     train_config = load_config(args.train_config) if args.train_config else config

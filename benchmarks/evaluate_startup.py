@@ -50,8 +50,8 @@ PHASES = ("read", "build", "load", "tokenizer", "tokenise", "first_calls", "pred
 def batches_and_graph(variant, model, ids, batch_size, max_length):
     """(batches as (indices, rows, num_rows, length), the forward callable, the shapes keying the cache)."""
     import mindspore as ms
-    from albert_min.classify import DYNAMIC_SHAPE, compiled, dynamic_graph
-    from albert_min.data import bucketed_eval_batches, eval_batches
+    from albert_min.tasks.classify import DYNAMIC_SHAPE, compiled, dynamic_graph
+    from albert_min.tasks.data import bucketed_eval_batches, eval_batches
     if variant in ("dynamic", "set-inputs", "dynamic-buckets"):
         if variant == "set-inputs":
             dynamic = ms.Tensor(shape=[None, None], dtype=ms.int32)
@@ -84,14 +84,15 @@ def worker(variant, model_dir, data, cache, threads, logits_path):
     import numpy as np
     import mindspore as ms
     ms.set_device("CPU")
-    from albert_min.training import set_cpu_threads
+    from albert_min.common.device import set_cpu_threads
     set_cpu_threads(threads)
-    from albert_min import glue, kernels
-    from albert_min.checkpoint import load_model_dir, training_max_length
-    from albert_min.classify import compile_cache, predict_logits
-    from albert_min.config import load_config
-    from albert_min.data import encode_examples, pad_with_types
-    from albert_min.modeling import AlbertForSequenceClassification
+    from albert_min.tasks import glue_benchmark as glue
+    from albert_min.model import kernels
+    from albert_min.model.folder import load_model_dir, training_max_length
+    from albert_min.tasks.classify import compile_cache, predict_logits
+    from albert_min.model.config import load_config
+    from albert_min.tasks.data import encode_examples, pad_with_types
+    from albert_min.model.heads import AlbertForSequenceClassification
     from albert_min.tasks import get_task
     from tokenizer import AlbertTokenizer
     lap("imports")

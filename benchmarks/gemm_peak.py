@@ -2,7 +2,7 @@
 
     python3 benchmarks/gemm_peak.py           # sgemm GFLOP/s at 1 and 2 threads, per shape
 
-The peak is scipy-openblas32's ``sgemm`` (the library albert_min/kernels links),
+The peak is scipy-openblas32's ``sgemm`` (the library albert_min/model/kernels links),
 called through ctypes on float32 C-contiguous arrays, best of the shapes below at
 each thread count, median of --repeats calls per shape. benchmarks/speed.py calls
 ``peak_gflops`` in its own run and reports every row as a fraction of it: the

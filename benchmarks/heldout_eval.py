@@ -34,10 +34,10 @@ def main():
     args = p.parse_args()
     print(f"machine load before: {os.getloadavg()[0]:.2f} (1-min average), {os.cpu_count()} CPUs", flush=True)
     os.environ.setdefault("GLOG_v", "3")
-    from albert_min.device import use_device
+    from albert_min.common.device import use_device
     use_device("CPU")   # as train.py: one kernel thread
-    from albert_min import pretraining
-    from albert_min.modeling import AlbertForPreTraining
+    from albert_min.tasks import pretraining_objectives as pretraining
+    from albert_min.model.heads import AlbertForPreTraining
     from tokenizer import AlbertTokenizer
     tokenizer = AlbertTokenizer(os.path.join(args.model, "spiece.model"))
     # train.py's held-out documents and pairs (seed 42, --max-length 64, --batch-size 64)

@@ -21,7 +21,7 @@ ours: ops on [.., intermediate] inputs, torch: ops in transformers'
 activation module and their backward functions), dropout, grad clipping
 (ours: ops on parameter-shaped inputs outside the Gradients/ scope; torch:
 clip_grad_norm_), optimizer, albert_min kernels (every ``Custom`` op of
-albert_min/kernels, whichever layer's gradient it computes: --shapes tells
+albert_min/model/kernels, whichever layer's gradient it computes: --shapes tells
 them apart by their inputs), other. "sum of ops" against the wall times
 shows the time between ops and what the profilers add. MindSpore runs 1
 kernel thread (``set_cpu_threads``), torch --torch-threads. The machine is
@@ -269,8 +269,8 @@ def main():
     args = parse_args()
     import mindspore as ms
     import torch
-    from albert_min.config import AlbertConfig
-    from albert_min.device import use_device
+    from albert_min.model.config import AlbertConfig
+    from albert_min.common.device import use_device
     use_device("CPU", cpu_threads=1)
     torch.set_num_threads(args.torch_threads)
     info = {"uptime_before": uptime(), "machine": f"{os.cpu_count()} cores, shared with other jobs",

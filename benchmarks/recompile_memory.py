@@ -32,11 +32,11 @@ def one_mode(mode, rounds):
     """Runs in its own process; prints one resident-memory reading (GB) per round."""
     os.environ.setdefault("GLOG_v", "3")
     import mindspore as ms
-    from albert_min.config import load_config
-    from albert_min.modeling import AlbertForSequenceClassification
-    from albert_min.training import (linear_warmup_decay, make_optimizer, make_train_step, release_compiled_graphs,
-                                     reseed_dropout)
-    from albert_min.device import use_device
+    from albert_min.model.config import load_config
+    from albert_min.model.heads import AlbertForSequenceClassification
+    from albert_min.training.step import (linear_warmup_decay, make_optimizer, make_train_step, release_compiled_graphs,
+                                          reseed_dropout)
+    from albert_min.common.device import use_device
     from encoder_throughput import make_inputs
     use_device("CPU")
     config = load_config(os.path.join(ROOT, "weights", "sst2-small"))

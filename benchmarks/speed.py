@@ -54,10 +54,13 @@ DEV = os.path.join(os.path.dirname(ROOT), "shared", "data", "sst2", "dev.tsv")
 OURS_EVAL = r"""
 import contextlib, io, json, sys, time
 import mindspore as ms
-from albert_min.device import use_device
+from albert_min.common.device import use_device
 use_device("CPU", cpu_threads=int(sys.argv[3]))   # first call wins: evaluate.py's own keeps this count
 import evaluate                            # and what evaluate.py imports as it runs: imports are not timed
-from albert_min import checkpoint, classify, glue, kernels, modeling, safe_output, tasks
+from albert_min import tasks
+from albert_min.common import safe_output
+from albert_min.model import folder as checkpoint, kernels, modeling
+from albert_min.tasks import classify, glue_benchmark as glue
 from albert_min.tasks import glue as glue_tasks
 from tokenizer import AlbertTokenizer
 model_dir, data = sys.argv[1:3]
@@ -117,8 +120,8 @@ def torch_eval(torch_dir, encoded, labels, hf_config):
     """The reference's evaluate: build, load a torch checkpoint, predict sorted batches, metrics."""
     import torch
     import transformers
-    from albert_min.glue import binary_metrics
-    from albert_min.data import eval_batches, pad_batch
+    from albert_min.tasks.glue_benchmark import binary_metrics
+    from albert_min.tasks.data import eval_batches, pad_batch
     start = time.perf_counter()
     model = transformers.AlbertForSequenceClassification(hf_config)
     model.load_state_dict(torch.load(os.path.join(torch_dir, "pytorch_model.bin")), strict=False)
@@ -149,8 +152,8 @@ def hf_config_of(config):
 
 def evaluate_rows(args, rows):
     import torch
-    from albert_min.data import encode_all, read_tsv
-    from albert_min.modeling import AlbertForSequenceClassification
+    from albert_min.tasks.data import encode_all, read_tsv
+    from albert_min.model.heads import AlbertForSequenceClassification
     from tokenizer import AlbertTokenizer
     ours_model = AlbertForSequenceClassification.from_pretrained(MODEL)
     tokenizer = AlbertTokenizer.from_pretrained(MODEL)
@@ -207,8 +210,9 @@ def step_pair(config, batch, seq, train):
     from encoder_throughput import make_inputs, reference_model
     import torch
     import transformers
-    from albert_min.modeling import AlbertForSequenceClassification, AlbertModel
-    from albert_min.training import linear_warmup_decay, make_optimizer, make_train_step
+    from albert_min.model.modeling import AlbertModel
+    from albert_min.model.heads import AlbertForSequenceClassification
+    from albert_min.training.step import linear_warmup_decay, make_optimizer, make_train_step
     from mindspore import ops
     inputs = make_inputs(config, batch, seq, seed=1 if train else 0)
     ms.set_seed(0)
@@ -283,8 +287,8 @@ def main():
     args = parse_args()
     import mindspore as ms
     import torch
-    from albert_min.config import AlbertConfig
-    from albert_min.device import use_device
+    from albert_min.model.config import AlbertConfig
+    from albert_min.common.device import use_device
     use_device("CPU", cpu_threads=args.ms_threads)
     args.torch_threads = [int(n) for n in args.torch_threads.split(",")]
     load = os.getloadavg()

@@ -89,8 +89,8 @@ def first_questions(n, folder):
 def setup(args):
     """(our model, the task, the prepared windows, their count)."""
     import mindspore as ms
-    from albert_min.config import AlbertConfig
-    from albert_min.modeling import AlbertForQuestionAnswering
+    from albert_min.model.config import AlbertConfig
+    from albert_min.model.heads import AlbertForQuestionAnswering
     from albert_min.tasks.squad_task import SquadTask
     from tokenizer import AlbertTokenizer
     config = AlbertConfig.preset("base") if args.base else AlbertConfig.from_json_file(os.path.join(SMALL,
@@ -166,7 +166,7 @@ def in_process_rows(args, ours, task, prepared, windows, rows):
 def evaluate_rows(args, ours, task, prepared, windows, rows):
     """evaluate.py in a fresh process against a freshly built reference's first pass."""
     import torch
-    from albert_min.checkpoint import save_model_dir
+    from albert_min.model.folder import save_model_dir
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = save_model_dir(ours, os.path.join(tmp, "model"), spiece_model=os.path.join(SMALL, "spiece.model"))
         command = [sys.executable, os.path.join(ROOT, "evaluate.py"), "--task", "squad", "--model", model_dir,

@@ -75,7 +75,7 @@ def kept_metrics(out):
 
 
 def backbone_parameters(out):
-    from albert_min.config import load_config
+    from albert_min.model.config import load_config
     return load_config(out).parameter_count()
 
 

@@ -29,9 +29,10 @@ from checkpoint_writers import (opcode, torch_pickle, write_raw_safetensors, wri
                                 write_torch_zip)
 from test_safety import KILL_BETWEEN_RENAMES  # noqa: E402
 from test_scripts import TINY_MODEL  # noqa: E402
-from albert_min import convert as cv, formats  # noqa: E402
-from albert_min.checkpoint import read_checkpoint, write_checkpoint  # noqa: E402
-from albert_min.safe_output import MANIFEST_FILE  # noqa: E402
+from albert_min import convert as cv  # noqa: E402
+from albert_min.checkpoints import formats  # noqa: E402
+from albert_min.model.folder import read_checkpoint, write_checkpoint  # noqa: E402
+from albert_min.common.safe_output import MANIFEST_FILE  # noqa: E402
 
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")
 PRE = os.path.join(FIXTURES, "tiny_pretraining")                  # a converter source folder
@@ -409,7 +410,7 @@ NER_TAGS = {"0": "O", "1": "I-PER", "2": "I-LOC", "3": "I-ORG", "4": "I-MISC"}
 PIPELINE = """import sys
 sys.path.insert(0, {root!r})
 from albert_min import pipeline
-from albert_min.errors import AlbertMinError
+from albert_min.common.errors import AlbertMinError
 model, item, options = sys.argv[1], eval(sys.argv[2]), eval(sys.argv[3])
 try:
     result = pipeline(model, **options)(item)
@@ -451,7 +452,7 @@ def replaced_alone(path):
 
 
 def issue_36_damaged_and_long(add, train, evaluate):
-    from albert_min.kernels import build
+    from albert_min.model.kernels import build
     from albert_min.tasks import conlleval, files
     from task_files import CONLL, write_conll, write_race, write_squad
     # 36.1: convert read an albert_min folder's model.safetensors as a public checkpoint (a flipped bit laundered).

@@ -30,7 +30,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 DATA = os.path.join(os.path.dirname(ROOT), "shared", "data")
 
-from albert_min.errors import AlbertMinError  # noqa: E402
+from albert_min.common.errors import AlbertMinError  # noqa: E402
 from albert_min.tasks import conll, conlleval, race, squad, squad_decode, squad_metric  # noqa: E402
 
 SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+")

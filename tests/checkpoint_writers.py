@@ -13,7 +13,7 @@ import zipfile
 
 import numpy as np
 
-from albert_min.formats.crc32c import crc32c, mask_crc
+from albert_min.checkpoints.formats.crc32c import crc32c, mask_crc
 
 _TORCH_STORAGE = {np.dtype("<f4"): "FloatStorage", np.dtype("<f2"): "HalfStorage", np.dtype("<i8"): "LongStorage"}
 

@@ -11,7 +11,7 @@ sys.path.insert(0, ROOT)
 
 import mindspore as ms  # noqa: E402
 
-from albert_min.device import use_device  # noqa: E402
+from albert_min.common.device import use_device  # noqa: E402
 
 # CPU whatever $ALBERT_MIN_DEVICE says, with one kernel thread as train.py and evaluate.py use there:
 # MindSpore's CPU dropout masks depend on how threads split the work; the tests want the same numbers every run.

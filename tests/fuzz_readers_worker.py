@@ -27,8 +27,8 @@ sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
 import numpy as np  # noqa: E402
 from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
 
-from albert_min import formats  # noqa: E402
-from albert_min.formats import ConversionError  # noqa: E402
+from albert_min.checkpoints import formats  # noqa: E402
+from albert_min.checkpoints.formats import ConversionError  # noqa: E402
 from checkpoint_writers import (OPCODES, opcode, pickle_ops, torch_pickle, write_raw_safetensors,  # noqa: E402
                                 write_tf_bundle, write_torch_zip)
 

@@ -28,8 +28,8 @@ sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
 import numpy as np  # noqa: E402
 from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
 
-from albert_min.errors import AlbertMinError  # noqa: E402
-from albert_min.parallel import SingleProcess  # noqa: E402
+from albert_min.common.errors import AlbertMinError  # noqa: E402
+from albert_min.common.parallel import SingleProcess  # noqa: E402
 from albert_min.tasks import get_task  # noqa: E402
 from task_files import RACE_FILES, squad_json  # noqa: E402
 from tokenizer import AlbertTokenizer  # noqa: E402

@@ -4,7 +4,7 @@ import os
 
 import mindspore as ms
 
-from albert_min.config import AlbertConfig
+from albert_min.model.config import AlbertConfig
 
 CONTEXT_1 = "The old cat sat on the red mat near the door. It was happy there, and it slept all day long."
 CONTEXT_2 = "Paris is the capital of France. The river Seine runs through the city from east to west."

@@ -17,14 +17,15 @@ from test_scripts import TINY_MODEL, sentiment_tsv
 import evaluate  # noqa: E402
 import train  # noqa: E402
 from albert_min import convert as cv
-from albert_min.checkpoint import (FORMATS, SAFETENSORS_FILE, CheckpointError, load_model_dir, model_arrays,
-                                   read_checkpoint, save_model_dir, weights_file, write_model_dir)
-from albert_min.config import AlbertConfig
-from albert_min.hf_export import export_hf
-from albert_min.modeling import AlbertForSequenceClassification
-from albert_min.run_config import RunConfig
-from albert_min.safe_output import MANIFEST_FILE, read_manifest, sha256_of
-from albert_min.training_config import WEIGHTS_FORMATS, TrainingConfig, TrainingConfigError
+from albert_min.model.folder import (FORMATS, SAFETENSORS_FILE, CheckpointError, load_model_dir, model_arrays,
+                                     read_checkpoint, save_model_dir, weights_file, write_model_dir)
+from albert_min.model.config import AlbertConfig
+from albert_min.checkpoints.hf_export import export_hf
+from albert_min.model.heads import AlbertForSequenceClassification
+from albert_min.training.run_config import RunConfig
+from albert_min.common.checksums import sha256_of
+from albert_min.common.safe_output import MANIFEST_FILE, read_manifest
+from albert_min.training.config import WEIGHTS_FORMATS, TrainingConfig, TrainingConfigError
 
 ms.set_device("CPU")
 HF_SST2 = os.path.join(FIXTURES, "tiny_sst2_hf")
@@ -195,7 +196,7 @@ def test_train_py_format_safetensors_end_to_end_and_resume_keeps_it(tmp_path, ca
 
 @pytest.mark.parametrize("fixture, head", [("tiny_qa", "qa"), ("tiny_token_cls", "token")])
 def test_pipeline_picks_the_head_from_a_safetensors_folder_too(fixture, head, tmp_path):
-    from albert_min.task_pipelines import model_head
+    from albert_min.predict.task_pipelines import model_head
     dst = str(tmp_path / "m")
     cv.convert(os.path.join(FIXTURES, fixture), dst, weights_format="safetensors")
     assert model_head(dst) == head

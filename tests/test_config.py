@@ -8,9 +8,10 @@ import sys
 import numpy as np
 import pytest
 
-from albert_min.checkpoint import CheckpointError, save_model_dir
-from albert_min.config import AlbertConfig, ConfigError, TABLE4_PARAMETERS, load_config
-from albert_min.modeling import AlbertForPreTraining, AlbertForSequenceClassification, AlbertModel
+from albert_min.model.folder import CheckpointError, save_model_dir
+from albert_min.model.config import AlbertConfig, ConfigError, TABLE4_PARAMETERS, load_config
+from albert_min.model.modeling import AlbertModel
+from albert_min.model.heads import AlbertForPreTraining, AlbertForSequenceClassification
 from conftest import FIXTURES, ROOT
 
 
@@ -122,7 +123,7 @@ def test_parameter_count_follows_the_papers_table4(E, sharing):
 def test_parameter_count_needs_neither_numpy_nor_mindspore():
     """config.py alone gives the count (the paper's tables, a bound on hostile config.json)."""
     code = ("import sys; sys.modules['numpy'] = sys.modules['mindspore'] = None\n"
-            "from albert_min.config import AlbertConfig\n"
+            "from albert_min.model.config import AlbertConfig\n"
             "print(AlbertConfig.preset('base', cross_layer_sharing='none').parameter_count())")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr

@@ -4,7 +4,7 @@ import os
 import numpy as np
 import pytest
 
-from albert_min.data import DataError
+from albert_min.tasks.data import DataError
 from albert_min.tasks import conll
 from tokenizer import AlbertTokenizer
 

@@ -18,11 +18,11 @@ import pytest
 import mindspore as ms
 
 from albert_min import convert as cv
-from albert_min.checkpoint import CheckpointError
-from albert_min.safe_output import OutputError
-from albert_min.formats import tf_bundle
-from albert_min.config import ConfigError
-from albert_min.modeling import AlbertForPreTraining, AlbertForSequenceClassification
+from albert_min.model.folder import CheckpointError
+from albert_min.common.safe_output import OutputError
+from albert_min.checkpoints.formats import tf_bundle
+from albert_min.model.config import ConfigError
+from albert_min.model.heads import AlbertForPreTraining, AlbertForSequenceClassification
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -330,7 +330,7 @@ def test_google_tokenizer_model_is_copied(tmp_path):
 
 def test_folder_without_tokenizer_names_the_file_and_the_remedy(tmp_path):
     from albert_min import pipeline
-    from albert_min.pipelines import PipelineError
+    from albert_min.predict.pipelines import PipelineError
     import evaluate
     src, dst = sst2_source(tmp_path), tmp_path / "out"
     assert cv.convert(src, str(dst))["spiece"] is None

@@ -5,8 +5,8 @@ import random
 import numpy as np
 import pytest
 
-from albert_min.data import DataError, check_labels, eval_batches, pad_batch, read_tsv, train_batch_indices
-from albert_min.pretraining import make_sop_examples, read_documents, truncate_pair
+from albert_min.tasks.data import DataError, check_labels, eval_batches, pad_batch, read_tsv, train_batch_indices
+from albert_min.tasks.pretraining_objectives import make_sop_examples, read_documents, truncate_pair
 
 
 def write(tmp_path, text, name="data.tsv"):

@@ -16,9 +16,9 @@ from conftest import ROOT
 from test_pretraining import corpus, tiny
 from test_scripts import TINY_MODEL, sentiment_tsv
 
-from albert_min import pretraining
-from albert_min.checkpoint import read_checkpoint
-from albert_min.parallel import MSRUN_VARIABLES, DataParallel, SingleProcess
+from albert_min.tasks import pretraining_objectives as pretraining
+from albert_min.model.folder import read_checkpoint
+from albert_min.common.parallel import MSRUN_VARIABLES, DataParallel, SingleProcess
 
 MSRUN_ENV = {"MS_WORKER_NUM": "2", "MS_SCHED_HOST": "127.0.0.1", "MS_SCHED_PORT": "1", "MS_ROLE": "MS_WORKER"}
 
@@ -91,8 +91,8 @@ def test_pretraining_shard_keeps_each_examples_masked_positions():
 def test_heldout_shares_of_the_workers_add_up_to_the_whole_evaluation():
     """Each worker scores every size-th held-out batch; the summed counts are the single-process numbers."""
     from tokenizer import AlbertTokenizer
-    from albert_min.config import AlbertConfig
-    from albert_min.modeling import AlbertForPreTraining
+    from albert_min.model.config import AlbertConfig
+    from albert_min.model.heads import AlbertForPreTraining
     tok = AlbertTokenizer(os.path.join(ROOT, "weights", "pretrained-small", "spiece.model"))
     words = "the film was a quiet story about love loss and a long summer in new york".split()
     rng = np.random.default_rng(0)

@@ -19,12 +19,13 @@ from test_scripts import TINY_MODEL, sentiment_tsv
 
 import evaluate  # noqa: E402
 import train  # noqa: E402
-from albert_min import kernels, pipeline
-from albert_min.device import (DEVICES, ENVIRONMENT, DeviceError, applies_cpu_only_parts, available_devices,
-                               chosen_device, device_flag, use_device)
-from albert_min.kernels.layers import Linear
-from albert_min.run_config import settings_for_resume
-from albert_min.train_run import saved_run
+from albert_min.model import kernels
+from albert_min import pipeline
+from albert_min.common.device import (DEVICES, ENVIRONMENT, DeviceError, applies_cpu_only_parts, available_devices,
+                                      chosen_device, device_flag, use_device)
+from albert_min.model.kernels.layers import Linear
+from albert_min.training.run_config import settings_for_resume
+from albert_min.training.run import saved_run
 
 SST2_SMALL = os.path.join(ROOT, "weights", "sst2-small")
 MISSING = [d for d in DEVICES if d not in available_devices()]   # here: GPU and Ascend
@@ -67,7 +68,7 @@ def test_cpu_only_parts_apply_on_cpu_alone():
 
 def test_compiled_kernels_only_where_mindspore_runs_on_cpu(monkeypatch):
     """The kernels are CPU code called through ops.Custom: off CPU the layers must use MindSpore's ops."""
-    from albert_min import device
+    from albert_min.common import device
     if kernels.library() is None:
         pytest.skip("the kernels cannot be built here: nothing to switch off")
     monkeypatch.setattr(device, "current_device", lambda: "GPU")   # what kernels asks; nothing runs on it

@@ -10,9 +10,10 @@ import pytest
 from conftest import ROOT
 
 sys.path.insert(0, ROOT)
-from albert_min import glue, pipeline  # noqa: E402
-from albert_min.data import DataError, encode_examples, read_tsv  # noqa: E402
-from albert_min.pipelines import PipelineError  # noqa: E402
+from albert_min.tasks import glue_benchmark as glue  # noqa: E402
+from albert_min import pipeline  # noqa: E402
+from albert_min.tasks.data import DataError, encode_examples, read_tsv  # noqa: E402
+from albert_min.predict.pipelines import PipelineError  # noqa: E402
 from tokenizer import AlbertTokenizer  # noqa: E402
 from tokenizer.albert_tokenizer import TokenizerError  # noqa: E402
 

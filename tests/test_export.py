@@ -11,8 +11,9 @@ from mindspore import nn
 
 from conftest import ROOT
 from albert_min.export import ExportError, export_mindir, main, read_metadata
-from albert_min.modeling import AlbertForSequenceClassification, AlbertModel
-from albert_min.safe_output import OutputError
+from albert_min.model.modeling import AlbertModel
+from albert_min.model.heads import AlbertForSequenceClassification
+from albert_min.common.safe_output import OutputError
 
 SST2_SMALL = os.path.join(ROOT, "weights", "sst2-small")
 
@@ -202,7 +203,7 @@ def test_export_never_replaces_an_input_or_a_symlink(tmp_path, classifier_mindir
 
 
 def test_missing_parent_folders_are_created_and_removed_on_failure(tmp_path):
-    """Issue 24 case 13: one rule for every output (albert_min.safe_output)."""
+    """Issue 24 case 13: one rule for every output (albert_min.common.safe_output)."""
     with pytest.raises(ExportError, match="--seq 1000"):
         export_mindir(SST2_SMALL, str(tmp_path / "a" / "b" / "long.mindir"), seq=1000)
     assert os.listdir(tmp_path) == []

@@ -10,8 +10,9 @@ import mindspore as ms
 import pytest
 
 from albert_min import convert as cv
-from albert_min.config import AlbertConfig, ConfigError
-from albert_min.modeling import AlbertForSequenceClassification, AlbertModel, loop_group
+from albert_min.model.config import AlbertConfig, ConfigError
+from albert_min.model.modeling import AlbertModel, loop_group
+from albert_min.model.heads import AlbertForSequenceClassification
 from conftest import FIXTURES
 
 TOL = 1e-5

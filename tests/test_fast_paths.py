@@ -10,10 +10,11 @@ import numpy as np
 import mindspore as ms
 import pytest
 
-from albert_min.classify import cache_key, predict
-from albert_min.config import AlbertConfig
-from albert_min.data import bucket_length, bucketed_eval_batches, pad_batch, read_tsv
-from albert_min.modeling import AlbertForSequenceClassification, gelu_new
+from albert_min.tasks.classify import cache_key, predict
+from albert_min.model.config import AlbertConfig
+from albert_min.tasks.data import bucket_length, bucketed_eval_batches, pad_batch, read_tsv
+from albert_min.model.modeling import gelu_new
+from albert_min.model.heads import AlbertForSequenceClassification
 from conftest import ROOT, SST2_DIR
 
 MODEL = os.path.join(ROOT, "weights", "sst2-small")

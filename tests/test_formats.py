@@ -1,4 +1,4 @@
-"""The checkpoint readers (albert_min.formats) on crafted and corrupt files.
+"""The checkpoint readers (albert_min.checkpoints.formats) on crafted and corrupt files.
 
 Each hostile case from issue 7 is reproduced here at small scale: a crafted
 file must end in a ConversionError naming it, quickly and without allocating
@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 
 from albert_min import convert as cv
-from albert_min import formats
-from albert_min.formats import ConversionError, crc32c as crc
-from albert_min.formats.common import decode
+from albert_min.checkpoints import formats
+from albert_min.checkpoints.formats import ConversionError, crc32c as crc
+from albert_min.checkpoints.formats.common import decode
 from checkpoint_writers import (torch_pickle, write_raw_safetensors, write_safetensors, write_tf_bundle,
                                 write_torch_bin, write_torch_zip)
 

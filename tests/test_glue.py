@@ -13,9 +13,9 @@ import pytest
 from conftest import ROOT
 
 sys.path.insert(0, ROOT)
-from albert_min import glue  # noqa: E402
-from albert_min.config import AlbertConfig, ConfigError  # noqa: E402
-from albert_min.data import DataError, encode_examples, pad_batch, pad_with_types  # noqa: E402
+from albert_min.tasks import glue_benchmark as glue  # noqa: E402
+from albert_min.model.config import AlbertConfig, ConfigError  # noqa: E402
+from albert_min.tasks.data import DataError, encode_examples, pad_batch, pad_with_types  # noqa: E402
 
 GLUE_DIR = os.path.join(os.path.dirname(ROOT), "shared", "data", "glue")
 needs_glue = pytest.mark.skipif(not os.path.isdir(GLUE_DIR), reason="needs ../shared/data/glue")
@@ -420,8 +420,8 @@ def test_stsb_regression_train_then_evaluate(tmp_path, capsys):
     best = json.load(open(os.path.join(output, "train_metrics.json")))
     assert metrics["pearson"] == pytest.approx(best["dev_pearson"], abs=1e-6)
     # The submission file holds the model's scores (3 decimals, as GLUE's scorer reads them).
-    from albert_min.classify import predict_logits
-    from albert_min.modeling import AlbertForSequenceClassification
+    from albert_min.tasks.classify import predict_logits
+    from albert_min.model.heads import AlbertForSequenceClassification
     from tokenizer import AlbertTokenizer
     dev = glue.read_examples(dev_tsv, TASKS["stsb"])
     logits, _ = predict_logits(AlbertForSequenceClassification.from_pretrained(output),

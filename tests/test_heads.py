@@ -12,10 +12,11 @@ import mindspore as ms
 import pytest
 
 from albert_min import convert as cv
-from albert_min.checkpoint import CheckpointError
-from albert_min.modeling import (AlbertForMaskedLM, AlbertForMultipleChoice, AlbertForPreTraining,
-                                 AlbertForQuestionAnswering, AlbertForSequenceClassification,
-                                 AlbertForTokenClassification, AlbertModel)
+from albert_min.model.folder import CheckpointError
+from albert_min.model.modeling import AlbertModel
+from albert_min.model.heads import (AlbertForMaskedLM, AlbertForMultipleChoice, AlbertForPreTraining,
+                                    AlbertForQuestionAnswering, AlbertForSequenceClassification,
+                                    AlbertForTokenClassification)
 from conftest import FIXTURES, ROOT
 
 TOL = 1e-5

@@ -18,11 +18,11 @@ import mindspore as ms
 import pytest
 
 from albert_min import convert as cv
-from albert_min import modeling
-from albert_min.checkpoint import read_checkpoint, save_model_dir
-from albert_min.config import AlbertConfig, load_config
-from albert_min.formats import read_safetensors, read_weights
-from albert_min.hf_export import HF_WEIGHTS_FILE, export_hf
+from albert_min.model import heads
+from albert_min.model.folder import read_checkpoint, save_model_dir
+from albert_min.model.config import AlbertConfig, load_config
+from albert_min.checkpoints.formats import read_safetensors, read_weights
+from albert_min.checkpoints.hf_export import HF_WEIGHTS_FILE, export_hf
 from checkpoint_writers import tensors_digest
 from conftest import FIXTURES, ROOT
 
@@ -56,7 +56,7 @@ def test_export_gives_transformers_outputs_and_round_trips_bit_for_bit(tmp_path,
 
     # albert_min's class on the albert_min folder gives transformers' outputs on the export.
     architecture = report["architectures"][0]
-    ours_out = outputs(getattr(modeling, architecture), ours, architecture == "AlbertForMultipleChoice")
+    ours_out = outputs(getattr(heads, architecture), ours, architecture == "AlbertForMultipleChoice")
     theirs = [REF[f"{case}/out{i}"] for i in range(len(ours_out))]
     assert f"{case}/out{len(ours_out)}" not in REF
     for mine, ref in zip(ours_out, theirs):
@@ -90,7 +90,7 @@ def test_google_group_mapping_that_moves_a_loop_is_refused(tmp_path):
 def test_partial_cross_layer_sharing_is_refused(tmp_path):
     config = AlbertConfig(vocab_size=120, embedding_size=16, hidden_size=32, num_hidden_layers=2,
                           num_attention_heads=4, intermediate_size=37, cross_layer_sharing="attention")
-    ours = save_model_dir(modeling.AlbertModel(config), str(tmp_path / "ours"))
+    ours = save_model_dir(heads.AlbertModel(config), str(tmp_path / "ours"))
     with pytest.raises(cv.ConversionError, match="cross_layer_sharing 'attention' cannot be written for transformers"):
         export_hf(ours, str(tmp_path / "hf"))
     assert not os.path.exists(tmp_path / "hf")

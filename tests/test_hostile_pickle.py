@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 
 from albert_min import convert as cv
-from albert_min import formats
-from albert_min.formats import ConversionError
-from albert_min.formats.common import brief
-from albert_min.formats.torch_pickle import ALLOWED_OPCODES
+from albert_min.checkpoints import formats
+from albert_min.checkpoints.formats import ConversionError
+from albert_min.checkpoints.formats.common import brief
+from albert_min.checkpoints.formats.torch_pickle import ALLOWED_OPCODES
 from checkpoint_writers import (OPCODES, opcode, torch_pickle, write_raw_safetensors, write_safetensors,
                                 write_torch_zip)
 
@@ -117,7 +117,7 @@ MEASURE = textwrap.dedent("""
     import json, resource, sys
     resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))   # without the bounds: MemoryError, not 6 GB
     sys.path.insert(0, sys.argv[1])
-    from albert_min import formats
+    from albert_min.checkpoints import formats
     readers = {"pytorch": formats.read_pytorch_bin, "safetensors": formats.read_safetensors,
                "tf": formats.read_tf_checkpoint}
     results = []

@@ -1,4 +1,4 @@
-"""albert_min/kernels: each compiled gradient against MindSpore's autodiff of the plain ops,
+"""albert_min/model/kernels: each compiled gradient against MindSpore's autodiff of the plain ops,
 the build (cache, fallback, off switch), and the parity suite on the fallback path."""
 
 import os
@@ -10,14 +10,15 @@ import mindspore as ms
 import pytest
 from mindspore import ops
 
-from albert_min import kernels
-from albert_min.checkpoint import load_arrays
-from albert_min.config import AlbertConfig
-from albert_min.kernels import build
-from albert_min.kernels.layers import (Activation, BatchMatMul, BatchMatMulWithKernels, GeluNewWithKernels,
-                                       LayerNorm, LayerNormWithKernels, Linear, LinearWithKernels, Softmax,
-                                       SoftmaxWithKernels)
-from albert_min.modeling import AlbertForSequenceClassification, additive_attention_mask, gelu, gelu_new
+from albert_min.model import kernels
+from albert_min.model.folder import load_arrays
+from albert_min.model.config import AlbertConfig
+from albert_min.model.kernels import build
+from albert_min.model.kernels.layers import (Activation, BatchMatMul, BatchMatMulWithKernels, GeluNewWithKernels,
+                                             LayerNorm, LayerNormWithKernels, Linear, LinearWithKernels, Softmax,
+                                             SoftmaxWithKernels)
+from albert_min.model.modeling import additive_attention_mask, gelu, gelu_new
+from albert_min.model.heads import AlbertForSequenceClassification
 from conftest import FIXTURES, ROOT
 
 
@@ -294,10 +295,10 @@ def test_a_truncated_cached_library_never_reaches_the_loader(library, tmp_path):
 KILLED_BUILD = """
 import os, subprocess, sys, types
 import albert_min
-kernels = types.ModuleType("albert_min.kernels")      # build.py alone, without MindSpore
-kernels.__path__ = [os.path.join(os.path.dirname(albert_min.__file__), "kernels")]
-sys.modules["albert_min.kernels"] = kernels
-from albert_min.kernels import build
+kernels = types.ModuleType("albert_min.model.kernels")      # build.py alone, without MindSpore
+kernels.__path__ = [os.path.join(os.path.dirname(albert_min.__file__), "model", "kernels")]
+sys.modules["albert_min.model.kernels"] = kernels
+from albert_min.model.kernels import build
 build.SOURCES = [sys.argv[2]]
 real_run = subprocess.run
 def run_then_die(command, **kwargs):

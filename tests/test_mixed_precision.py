@@ -1,4 +1,4 @@
-"""Mixed precision (train.py --amp, albert_min.mixed_precision) on CPU: the loss tracks float32's,
+"""Mixed precision (train.py --amp, albert_min.training.mixed_precision) on CPU: the loss tracks float32's,
 an overflowing float16 step is skipped and counted, a resume is exact, the checkpoints stay float32.
 
 What MindSpore 2.10's CPU kernels run is in docs/training.md ("Mixed precision"); float16 is the
@@ -15,7 +15,7 @@ from conftest import ROOT
 from test_scripts import TINY_MODEL, sentiment_tsv
 
 import train  # noqa: E402
-from albert_min.checkpoint import read_checkpoint
+from albert_min.model.folder import read_checkpoint
 
 # 50 steps of the tiny model (lr 1e-3, dropout off, same seed and batches): every step's loss under
 # --amp float16 within this of float32's. Measured on CPU: max |difference| 7.6e-5 (O2, O3), 1.1e-4 (O1),
@@ -67,12 +67,12 @@ def test_an_overflowing_float16_step_is_skipped_leaving_the_weights_and_counted(
     """A loss scale of 2**40 makes the float16 gradients inf: the step changes nothing but the scale
     (halved) and the step counter (the schedule moves on); steps go on being skipped until the scale fits."""
     import mindspore as ms
-    from albert_min.config import AlbertConfig
-    from albert_min.modeling import AlbertForSequenceClassification
+    from albert_min.model.config import AlbertConfig
+    from albert_min.model.heads import AlbertForSequenceClassification
     from albert_min.tasks import get_task
-    from albert_min.trainer import Trainer
-    from albert_min.training_config import TrainingConfig
-    from albert_min.training_state import optimizer_state
+    from albert_min.training.trainer import Trainer
+    from albert_min.training.config import TrainingConfig
+    from albert_min.training.state import optimizer_state
     from tokenizer import AlbertTokenizer
 
     tokenizer = AlbertTokenizer(os.path.join(ROOT, "weights", "sst2-small", "spiece.model"))

@@ -6,11 +6,11 @@ import numpy as np
 import mindspore as ms
 import pytest
 
-from albert_min.checkpoint import load_arrays
-from albert_min.config import AlbertConfig
-from albert_min.modeling import (AlbertForPreTraining, AlbertForSequenceClassification, AlbertModel,
-                                 additive_attention_mask, count_parameters,
-                                 gelu, gelu_new, parameter_table, tanh)
+from albert_min.model.folder import load_arrays
+from albert_min.model.config import AlbertConfig
+from albert_min.model.modeling import (AlbertModel, additive_attention_mask, count_parameters, gelu, gelu_new,
+                                       parameter_table, tanh)
+from albert_min.model.heads import AlbertForPreTraining, AlbertForSequenceClassification
 from conftest import FIXTURES, to_tensors
 
 TOL = 1e-5

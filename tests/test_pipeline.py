@@ -1,4 +1,4 @@
-"""albert_min.pipelines.pipeline: texts and sentence pairs -> label and probability, settings from the model folder."""
+"""albert_min.pipeline: texts and sentence pairs -> label and probability, settings from the model folder."""
 
 import json
 import os
@@ -10,8 +10,8 @@ import mindspore as ms
 
 from conftest import ROOT
 from albert_min import pipeline
-from albert_min.pipelines import PipelineError
-from albert_min.modeling import AlbertForSequenceClassification
+from albert_min.predict.pipelines import PipelineError
+from albert_min.model.heads import AlbertForSequenceClassification
 
 SST2_SMALL = os.path.join(ROOT, "weights", "sst2-small")
 TEXTS = ["a gorgeous , witty , seductive movie .", "a mess", "the plot is thin but the acting is superb",
@@ -79,8 +79,8 @@ def test_label_names_from_config(tmp_path):
 
 
 def test_regression_model_returns_its_value(tmp_path):
-    from albert_min.config import AlbertConfig
-    from albert_min.checkpoint import save_model_dir
+    from albert_min.model.config import AlbertConfig
+    from albert_min.model.folder import save_model_dir
     ms.set_seed(0)
     config = AlbertConfig(vocab_size=8000, embedding_size=16, hidden_size=32, num_hidden_layers=2,
                           num_attention_heads=2, intermediate_size=48, max_position_embeddings=64, num_labels=1)
@@ -116,14 +116,14 @@ def test_missing_model_folder(tmp_path):
 
 def test_pipeline_stays_the_function_after_its_module_is_imported():
     import albert_min
-    import albert_min.export  # noqa: F401  (imports albert_min.pipelines)
+    import albert_min.export  # noqa: F401  (imports albert_min.predict.pipelines)
     assert callable(albert_min.pipeline) and albert_min.pipeline.__name__ == "pipeline"
 
 
 def test_pipeline_is_classifys_prediction_path(clf):
     """The pipeline predicts through classify.predict_logits, as evaluate.py does: the same
     numbers exactly, pairs and single texts mixed in one call."""
-    from albert_min.classify import predict_logits, softmax
+    from albert_min.tasks.classify import predict_logits, softmax
     items = [PAIRS[0], TEXTS[1], PAIRS[1], TEXTS[0]]
     logits, _ = predict_logits(clf.model, clf.tokenizer, [i[0] if isinstance(i, tuple) else i for i in items],
                                [i[1] if isinstance(i, tuple) else None for i in items], max_length=clf.max_length,

@@ -14,10 +14,11 @@ from conftest import ROOT
 
 sys.path.insert(0, ROOT)
 import train  # noqa: E402
-from albert_min import pretraining  # noqa: E402
-from albert_min.trainer import Trainer  # noqa: E402
-from albert_min.config import AlbertConfig, ConfigError, SHARING_STRATEGIES  # noqa: E402
-from albert_min.modeling import AlbertForPreTraining, AlbertModel, count_parameters  # noqa: E402
+from albert_min.tasks import pretraining_objectives as pretraining  # noqa: E402
+from albert_min.training.trainer import Trainer  # noqa: E402
+from albert_min.model.config import AlbertConfig, ConfigError, SHARING_STRATEGIES  # noqa: E402
+from albert_min.model.modeling import AlbertModel, count_parameters  # noqa: E402
+from albert_min.model.heads import AlbertForPreTraining  # noqa: E402
 
 SPECIAL = {0, 1, 2, 3, 4}   # <pad> <unk> [CLS] [SEP] [MASK]
 MASK = 4
@@ -294,8 +295,8 @@ def test_masked_lm_learns_from_context_not_only_word_frequencies():
     correction the first ~1000 steps are ~3x larger than torch AdamW's, and at lr 1e-3 this model,
     like torch AdamW at 3e-3, sat on the unigram plateau past 1000 steps."""
     import mindspore as ms
-    from albert_min.training import (linear_warmup_decay, make_optimizer, make_train_step, seed_everything,
-                                     with_adam_bias_correction)
+    from albert_min.training.step import (linear_warmup_decay, make_optimizer, make_train_step, seed_everything,
+                                          with_adam_bias_correction)
     seed_everything(0)
     V, B, S, P, steps = 50, 32, 32, 5, 1000
     model = AlbertForPreTraining(AlbertConfig(vocab_size=V, embedding_size=64, hidden_size=64, num_hidden_layers=2,
@@ -330,7 +331,7 @@ def test_bias_corrected_schedule_makes_adamweightdecay_follow_adam():
     bias-corrected steps, which AdamWeightDecay alone overshoots 3-6.5x early on."""
     import mindspore as ms
     from mindspore import nn
-    from albert_min.training import with_adam_bias_correction
+    from albert_min.training.step import with_adam_bias_correction
     rng = np.random.default_rng(0)
     steps, lr, b1, b2, eps = 30, 1e-2, 0.9, 0.999, 1e-12
     grads = rng.normal(size=(steps, 5)).astype(np.float32) + 0.5
@@ -350,7 +351,7 @@ def test_bias_corrected_schedule_makes_adamweightdecay_follow_adam():
 
 def test_a_model_without_dropout_keeps_its_compiled_step_across_saves():
     """No masks to reseed, so no recompile at each saved state (each costs memory MindSpore keeps)."""
-    from albert_min.training import uses_dropout
+    from albert_min.training.step import uses_dropout
     sizes = dict(vocab_size=40, embedding_size=8, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
                  intermediate_size=24)
     assert uses_dropout(AlbertForPreTraining(AlbertConfig(**sizes)))

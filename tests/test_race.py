@@ -6,7 +6,7 @@ import os
 import numpy as np
 import pytest
 
-from albert_min.data import DataError
+from albert_min.tasks.data import DataError
 from albert_min.tasks import race
 from tokenizer import AlbertTokenizer
 

@@ -13,8 +13,8 @@ import pytest
 from conftest import ROOT
 from test_scripts import TINY_MODEL, sentiment_tsv
 
-from albert_min.checkpoint import read_checkpoint
-from albert_min.safe_output import read_manifest
+from albert_min.model.folder import read_checkpoint
+from albert_min.common.safe_output import read_manifest
 
 
 def start(args, output, stdout=subprocess.PIPE, stderr=subprocess.PIPE):

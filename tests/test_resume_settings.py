@@ -13,9 +13,9 @@ from test_scripts import TINY_MODEL, sentiment_tsv
 
 import evaluate  # noqa: E402
 import train  # noqa: E402
-from albert_min.checkpoint import read_checkpoint
-from albert_min.json_files import Field, JSONFileError, read_json
-from albert_min.trainer import Trainer
+from albert_min.model.folder import read_checkpoint
+from albert_min.common.json_files import Field, JSONFileError, read_json
+from albert_min.training.trainer import Trainer
 
 ROWS = 64   # 4 steps per epoch at batch 16
 
@@ -159,7 +159,7 @@ def test_settings_are_stored_as_settings_and_old_folders_still_read(saved, tmp_p
         assert json.load(f) == {"task": "cls", "max_length": 24}
     with open(os.path.join(out, "train_metrics.json")) as f:
         assert "max_length" not in json.load(f)
-    from albert_min.checkpoint import training_max_length
+    from albert_min.model.folder import training_max_length
     assert training_max_length(out) == 24
     assert training_max_length(os.path.join(os.path.dirname(__file__), "..", "weights", "sst2-small")) == 64   # old
 

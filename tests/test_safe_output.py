@@ -1,4 +1,4 @@
-"""Nothing lost, round two (issue 24, cases 1, 3, 4, 8, 12, 13): the rules of albert_min.safe_output for
+"""Nothing lost, round two (issue 24, cases 1, 3, 4, 8, 12, 13): the rules of albert_min.common.safe_output for
 every file and folder albert_min writes, on the real command line where it matters."""
 
 import json
@@ -17,10 +17,10 @@ from test_scripts import TINY_MODEL, sentiment_tsv
 import evaluate  # noqa: E402
 import train  # noqa: E402
 from albert_min import convert as cv
-from albert_min.checkpoint import save_model_dir
-from albert_min.modeling import AlbertForSequenceClassification
-from albert_min.safe_output import (MANIFEST_FILE, OutputError, OutputInUse, atomic_directory, atomic_file,
-                                    check_replaceable, output_lock, read_manifest, recover_directory)
+from albert_min.model.folder import save_model_dir
+from albert_min.model.heads import AlbertForSequenceClassification
+from albert_min.common.safe_output import (MANIFEST_FILE, OutputError, OutputInUse, atomic_directory, atomic_file,
+                                           check_replaceable, output_lock, read_manifest, recover_directory)
 from test_safety import tiny_config
 
 HF_SST2 = os.path.join(FIXTURES, "tiny_sst2_hf")
@@ -96,7 +96,7 @@ def test_atomic_file_leaves_the_old_file_on_failure(tmp_path):
 LOCK_HOLDER = """
 import sys, time
 sys.path.insert(0, {root!r})
-from albert_min.safe_output import output_lock
+from albert_min.common.safe_output import output_lock
 try:
     with output_lock({target!r}):
         print("locked", flush=True)
@@ -135,7 +135,8 @@ def test_the_lock_is_reentrant_and_excludes_other_processes(tmp_path):
 SLOW_CONVERT = """
 import os, sys, time
 sys.path.insert(0, {root!r})
-from albert_min import checkpoint, convert
+from albert_min import convert
+from albert_min.model import folder as checkpoint
 real_write = checkpoint.write_checkpoint
 
 def slow_write(arrays, path):      # the winner waits, its temporary folder half-written, until the test says go
@@ -203,7 +204,7 @@ def test_cleanup_never_touches_a_live_owners_temporary(tmp_path):
 READER_WRITER = """
 import os, sys, time
 sys.path.insert(0, {root!r})
-from albert_min.safe_output import atomic_directory
+from albert_min.common.safe_output import atomic_directory
 for version in range(40):
     with atomic_directory({target!r}, overwrite=True) as tmp:
         for name in ("a", "b", "c"):

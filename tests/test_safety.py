@@ -16,15 +16,15 @@ from test_scripts import TINY_MODEL, sentiment_tsv
 import evaluate  # noqa: E402
 import train  # noqa: E402
 from albert_min import convert as cv
-from albert_min.checkpoint import CheckpointError, read_checkpoint, save_model_dir, write_checkpoint
-from albert_min.safe_output import (MANIFEST_FILE, OutputError, atomic_directory, check_replaceable, read_manifest,
-                                    recover_directory)
-from albert_min.config import AlbertConfig, ConfigError, load_config
-from albert_min.data import DataError, read_tsv
-from albert_min.pretraining import read_documents
-from albert_min.modeling import AlbertForSequenceClassification
-from albert_min.training import make_optimizer, linear_warmup_decay
-from albert_min.training_state import load_training_state, save_training_state
+from albert_min.model.folder import CheckpointError, read_checkpoint, save_model_dir, write_checkpoint
+from albert_min.common.safe_output import (MANIFEST_FILE, OutputError, atomic_directory, check_replaceable,
+                                           read_manifest, recover_directory)
+from albert_min.model.config import AlbertConfig, ConfigError, load_config
+from albert_min.tasks.data import DataError, read_tsv
+from albert_min.tasks.pretraining_objectives import read_documents
+from albert_min.model.heads import AlbertForSequenceClassification
+from albert_min.training.step import make_optimizer, linear_warmup_decay
+from albert_min.training.state import load_training_state, save_training_state
 from tokenizer import AlbertTokenizer, TokenizerError
 
 COMMITTED = os.path.join(ROOT, "weights", "sst2-small")
@@ -144,7 +144,7 @@ def test_leftovers_of_a_killed_save_are_cleaned_and_foreign_ones_kept(tmp_path):
 KILL_BETWEEN_RENAMES = """
 import os, sys
 sys.path.insert(0, {root!r})
-from albert_min import safe_output
+from albert_min.common import safe_output
 with safe_output.atomic_directory({target!r}) as tmp:
     open(os.path.join(tmp, "v"), "w").write("1")
 real_rename = os.rename
@@ -375,7 +375,7 @@ def test_sop_text_that_is_empty_is_a_plain_error_and_a_long_line_trains_a_tokeni
     long = tmp_path / "long.txt"
     long.write_text("a short line .\n" + "word " * 1000 + "\n\nanother one .\nand more .\n")
     from albert_min.tasks import get_task
-    from albert_min.train_run import tokenizer_sentences
+    from albert_min.training.run import tokenizer_sentences
     from tokenizer import train_sentencepiece
     task = get_task("sop")
     sentences = tokenizer_sentences(task, task.read(str(long)), [])
@@ -420,7 +420,7 @@ def test_evaluate_checks_its_output_before_the_work(model_dir, tmp_path, monkeyp
     def must_not_run(*args, **kwargs):
         raise AssertionError("evaluated although the output cannot be written")
     with monkeypatch.context() as patch:
-        patch.setattr("albert_min.classify.predict_logits", must_not_run)
+        patch.setattr("albert_min.tasks.classify.predict_logits", must_not_run)
         with pytest.raises(SystemExit, match=f"^error: {tmp_path / 'file'}: not a folder, so "
                                              f"{tmp_path / 'file' / 'preds.tsv'} cannot be written below it$"):
             evaluate.main(["--model", model_dir, "--data", data, "--output", str(tmp_path / "file" / "preds.tsv")])
@@ -445,7 +445,7 @@ def test_train_on_a_full_disk_leaves_nothing_half_written(tmp_path, monkeypatch)
 
     def full_disk(arrays, path):
         raise OSError(28, "No space left on device", path)
-    monkeypatch.setattr("albert_min.checkpoint.write_checkpoint", full_disk)
+    monkeypatch.setattr("albert_min.model.folder.write_checkpoint", full_disk)
     output = str(tmp_path / "out")
     with pytest.raises(SystemExit, match=r"^error: .*model.ckpt: No space left on device$"):
         train.main(["--train", tsv, "--output", output, "--epochs", "1", "--batch-size", "16", *TINY_MODEL])
@@ -455,7 +455,7 @@ def test_train_on_a_full_disk_leaves_nothing_half_written(tmp_path, monkeypatch)
 def test_dropout_masks_are_a_function_of_seed_and_step():
     """What makes resume exact: reseeding at a step gives that step's masks whatever came before."""
     import mindspore as ms
-    from albert_min.training import reseed_dropout
+    from albert_min.training.step import reseed_dropout
     model = AlbertForSequenceClassification(tiny_config(hidden_dropout_prob=0.5))
     model.set_train(True)
     x = ms.Tensor(np.ones((4, 32), np.float32))

@@ -144,8 +144,8 @@ def test_sop_pretraining_then_fine_tuning(tmp_path):
                         "--batch-size", "8", "--sharing", "attention", "--dropout", "0", *TINY_MODEL])
     history = state["history"][0]
     assert 0.0 <= history["heldout_sop_accuracy"] <= 1.0 and history["train_loss"] > 0
-    from albert_min.config import load_config
-    from albert_min.modeling import AlbertForPreTraining
+    from albert_min.model.config import load_config
+    from albert_min.model.heads import AlbertForPreTraining
     model = AlbertForPreTraining.from_pretrained(pre)
     assert model.sop_classifier.classifier.weight.shape == (2, 32)
     config = load_config(pre)
@@ -203,10 +203,10 @@ def test_converted_public_checkpoint_goes_through_evaluate_unchanged(tmp_path):
     predicted = [int(line.split("\t")[1]) for line in open(preds).read().splitlines()[1:]]
     assert predicted == reference.argmax(-1).tolist()
     # The probabilities behind those predictions, through the same path evaluate.py takes.
-    from albert_min.checkpoint import training_max_length
-    from albert_min.classify import predict_logits, softmax
-    from albert_min.glue import TASKS, read_examples
-    from albert_min.modeling import AlbertForSequenceClassification
+    from albert_min.model.folder import training_max_length
+    from albert_min.tasks.classify import predict_logits, softmax
+    from albert_min.tasks.glue_benchmark import TASKS, read_examples
+    from albert_min.model.heads import AlbertForSequenceClassification
     from tokenizer import AlbertTokenizer
     examples = read_examples(os.path.join(source, "dev64.tsv"), TASKS["cls"])
     logits, _ = predict_logits(AlbertForSequenceClassification.from_pretrained(converted),

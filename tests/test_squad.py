@@ -5,7 +5,7 @@ import os
 import numpy as np
 import pytest
 
-from albert_min.data import DataError
+from albert_min.tasks.data import DataError
 from albert_min.tasks import squad, squad_decode
 from albert_min.tasks.squad_metric import evaluate_v1
 from tokenizer import AlbertTokenizer

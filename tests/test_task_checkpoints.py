@@ -14,9 +14,9 @@ import pytest
 
 from albert_min import convert as cv
 from albert_min import pipeline
-from albert_min.modeling import AlbertForMultipleChoice, AlbertForQuestionAnswering, AlbertForTokenClassification
-from albert_min.pipelines import PipelineError
-from albert_min.task_pipelines import model_head
+from albert_min.model.heads import AlbertForMultipleChoice, AlbertForQuestionAnswering, AlbertForTokenClassification
+from albert_min.predict.pipelines import PipelineError
+from albert_min.predict.task_pipelines import model_head
 import evaluate
 from albert_min.tasks import conll, conll_windows, conlleval, files, get_task, race, squad, squad_metric, squad_task
 from albert_min.tasks.base import DataError

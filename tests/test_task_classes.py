@@ -9,12 +9,12 @@ import mindspore as ms
 import numpy as np
 import pytest
 
-from albert_min.modeling import AlbertForMultipleChoice, AlbertForQuestionAnswering, AlbertForTokenClassification
-from albert_min.parallel import SingleProcess
+from albert_min.model.heads import AlbertForMultipleChoice, AlbertForQuestionAnswering, AlbertForTokenClassification
+from albert_min.common.parallel import SingleProcess
 from albert_min.tasks import conlleval, get_task, race, squad, squad_metric
 from albert_min.tasks.base import DataError
 from albert_min.tasks.squad_task import null_odds_path
-from albert_min.training import make_optimizer, make_train_step
+from albert_min.training.step import make_optimizer, make_train_step
 from conftest import FIXTURES
 from task_files import RACE_FILES, read_columns, tiny_model, write_conll, write_race, write_squad
 from tokenizer import AlbertTokenizer
@@ -180,7 +180,7 @@ def test_race_trains_predicts_scores_by_level_and_writes_letters_per_file(tmp_pa
 
 # ------------------------------------------------------------------- CoNLL
 def test_conll_trains_predicts_scores_and_writes_the_conlleval_file(tmp_path, tok):
-    from albert_min.config import AlbertConfig
+    from albert_min.model.config import AlbertConfig
     task = get_task("conll")
     data = task.read(write_conll(tmp_path))
     assert [len(s.words) for s in data] == [6, 5, 7]                # -DOCSTART- lines skipped

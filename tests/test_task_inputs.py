@@ -8,8 +8,8 @@ import time
 import numpy as np
 import pytest
 
-from albert_min.data import DataError
-from albert_min.json_files import load_json
+from albert_min.tasks.data import DataError
+from albert_min.common.json_files import load_json
 from albert_min.tasks import conll, get_task, race, squad, squad_task
 from tokenizer import AlbertTokenizer, TokenizerError, train_sentencepiece
 from tokenizer.albert_tokenizer import MAX_SENTENCE_BYTES, shorter_lines
@@ -254,8 +254,8 @@ def test_a_race_file_name_that_is_not_utf8_is_named(tmp_path):
 
 # ------------------------------------------------------------ item 2: what a resume fingerprints
 def test_resume_fingerprints_every_file_read(tmp_path):
-    from albert_min.run_config import RunConfig, ResumeError, check_inputs_unchanged
-    from albert_min.training_config import TrainingConfig
+    from albert_min.training.run_config import RunConfig, ResumeError, check_inputs_unchanged
+    from albert_min.training.config import TrainingConfig
     path = squad_file(tmp_path, qa("q1", "The", 0))
     folder = race_folder(tmp_path, {"middle/1.txt": RACE_ITEM, "high/2.txt": RACE_ITEM})
     squad_run = RunConfig(task="squad", training=TrainingConfig(output="o"), train=path + ":1-1")

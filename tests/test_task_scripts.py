@@ -135,7 +135,7 @@ def test_evaluate_refuses_squad_flags_for_another_task(capsys):
 def test_max_length_left_out_is_the_tasks_own():
     """--task squad alone trains 384-piece windows (train.py's 64 would not fit the default stride)."""
     import train
-    from albert_min.run_config import RunConfig
+    from albert_min.training.run_config import RunConfig
     from albert_min.tasks import get_task
     for name in ("squad", "squad_v2", "race", "conll"):
         settings = train.parse_args(["--task", name, "--train", "data", "--output", "o"])
@@ -148,7 +148,7 @@ def test_max_length_left_out_is_the_tasks_own():
 def test_max_length_left_out_fits_the_init_models_positions():
     """RACE's 512 on pretrained-small (128 positions) was an error about a flag the user never gave."""
     import train
-    from albert_min.config import load_config
+    from albert_min.model.config import load_config
     small = os.path.join(ROOT, "weights", "pretrained-small")
     positions = load_config(small).max_position_embeddings
     settings = train.parse_args(["--task", "race", "--train", "d", "--output", "o", "--init", small])

@@ -1,4 +1,4 @@
-"""The tasks' batches through the real heads of albert_min.modeling (a tiny random model):
+"""The tasks' batches through the real heads of albert_min.model.heads (a tiny random model):
 the arrays have the shapes and types the heads take, and what comes out decodes."""
 import os
 
@@ -6,8 +6,8 @@ import mindspore as ms
 import numpy as np
 import pytest
 
-from albert_min.config import AlbertConfig
-from albert_min.modeling import AlbertForMultipleChoice, AlbertForQuestionAnswering, AlbertForTokenClassification
+from albert_min.model.config import AlbertConfig
+from albert_min.model.heads import AlbertForMultipleChoice, AlbertForQuestionAnswering, AlbertForTokenClassification
 from albert_min.tasks import conll, losses, race, squad, squad_decode
 from conftest import FIXTURES
 from tokenizer import AlbertTokenizer

@@ -13,9 +13,9 @@ from conftest import ROOT
 from test_scripts import TINY_MODEL, sentiment_tsv
 
 import train  # noqa: E402
-from albert_min.checkpoint import read_checkpoint
+from albert_min.model.folder import read_checkpoint
 from albert_min.tasks import REGISTRY, TASK_NAMES, get_task
-from albert_min.training_config import TrainingConfig, TrainingConfigError
+from albert_min.training.config import TrainingConfig, TrainingConfigError
 
 
 def python_example():
@@ -156,10 +156,10 @@ def test_lamb_is_the_optimizer_and_its_state_resumes(tmp_path):
 
 @pytest.mark.parametrize("use_jit", [True, False])
 def test_lamb_follows_its_formula(use_jit):
-    """Two steps of albert_min.lamb against LAMB written out in numpy (nn.Lamb's documented update:
+    """Two steps of albert_min.training.lamb against LAMB written out in numpy (nn.Lamb's documented update:
     bias-corrected Adam ratio plus weight decay, scaled per tensor by ||w|| / ||update||)."""
     import mindspore as ms
-    from albert_min.lamb import Lamb
+    from albert_min.training.lamb import Lamb
     rng = np.random.default_rng(0)
     w0, b0 = rng.normal(size=(3, 4)).astype(np.float32), rng.normal(size=(4,)).astype(np.float32)
     w, b = ms.Parameter(ms.Tensor(w0), name="w"), ms.Parameter(ms.Tensor(b0), name="b")
@@ -186,7 +186,7 @@ def test_lamb_follows_its_formula(use_jit):
 def test_a_tasks_predictions_file_is_evaluate_pys(tmp_path):
     """GlueTask.predict -> write_predictions writes what evaluate.py --output writes for the same model."""
     import evaluate
-    from albert_min.modeling import AlbertForSequenceClassification
+    from albert_min.model.heads import AlbertForSequenceClassification
     from tokenizer import AlbertTokenizer
     model_dir, data = os.path.join(ROOT, "weights", "sst2-small"), os.path.join(ROOT, "tests", "fixtures",
                                                                                  "tiny_sst2_hf", "dev64.tsv")

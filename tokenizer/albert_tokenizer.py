@@ -28,7 +28,7 @@ import re
 import unicodedata
 
 import numpy as np
-from albert_min.errors import AlbertMinError
+from albert_min.common.errors import AlbertMinError
 
 SPIECE_UNDERLINE = "\u2581"
 

@@ -9,7 +9,7 @@ whose errors name the file and line (or question id), features and padded batche
 the heads, decoding, the official metrics and writers of the official prediction formats.
 """
 
-from ..data import DataError
+from .data import DataError
 from .base import Prepared, Task
 
 # name -> (module of this package, class, constructor arguments)
@@ -39,7 +39,7 @@ def infer_task(path: str) -> str:
     ``eng.*`` file -> conll, a GLUE folder by its name (``glue/RTE/dev.tsv`` -> rte); ``cls``
     (albert_min's generic sentence<TAB>label TSV) for anything else."""
     import os
-    from ..glue import infer_task as infer_glue_task
+    from .glue_benchmark import infer_task as infer_glue_task
     from .squad_task import article_range
     if not path:
         return "cls"

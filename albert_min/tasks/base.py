@@ -10,7 +10,7 @@ Data flows through the task in four forms, each made by the method named:
     path --read--> examples --prepare--> Prepared --train_batches--> batches (tuples of numpy arrays)
                                              \\--predict--> outputs --score--> metrics / --write_predictions--> file
 
-- **examples** (``read(path)``): the file's rows as the task's own type (a ``glue.Examples``,
+- **examples** (``read(path)``): the file's rows as the task's own type (a ``glue_benchmark.Examples``,
   a list of documents, SQuAD articles...). ``len(examples)`` is the number of rows. Every
   malformed row is a ``DataError`` naming ``path:line``.
 - **Prepared** (``prepare(examples, tokenizer, max_length)``): the examples turned into
@@ -26,10 +26,10 @@ Data flows through the task in four forms, each made by the method named:
   the best answer span per question) without holding every window's logits.
 
 The Trainer calls ``steps_per_epoch``, ``train_batches``, ``split_batch``, ``loss_fn``,
-``evaluate`` and ``selection_score``; train.py (albert_min.train_run) also ``read``,
+``evaluate`` and ``selection_score``; train.py (albert_min.training.run) also ``read``,
 ``files_read``, ``training_notes``, ``tokenizer_text``, ``configure_model``, ``check_model``
 and ``training_sets``; evaluate.py ``read`` and ``check_model`` (its GLUE report still
-reads ``albert_min.glue`` directly); ``predict``, ``score`` and ``write_predictions`` are the
+reads ``albert_min.tasks.glue_benchmark`` directly); ``predict``, ``score`` and ``write_predictions`` are the
 evaluation path a task without a GLUE report (question answering, tagging) gives its script.
 """
 
@@ -39,7 +39,10 @@ from typing import Iterator, Optional
 
 import numpy as np
 
-from ..data import DataError
+from .data import DataError
+
+# CoNLL's features write it and the token loss (losses.py) skips it: here, so neither imports the other.
+IGNORE = -100          # label of pieces that are not the first of a word (the loss skips it)
 
 
 @dataclasses.dataclass
@@ -59,12 +62,12 @@ class Task:
 
     Class attributes:
         name: the registry name (``--task NAME``).
-        model_class: the ``albert_min.modeling`` class the task trains (its head).
+        model_class: the ``albert_min.model.heads`` class the task trains (its head).
         head_prefixes: parameter-name prefixes of that head; a model folder given as the
             starting point (``--init``) may lack them, and they then start from random values.
         inputs: which of train.py's data flags the task reads: ("train", "dev") or ("text",).
         pretraining: True for objectives trained from random weights (train.py then turns on
-            Adam's bias correction in the schedule, see ``training.with_adam_bias_correction``).
+            Adam's bias correction in the schedule, see ``training.step.with_adam_bias_correction``).
         prediction_kind: the ``safe_output.FileKind`` of what ``write_predictions`` writes: how
             ``evaluate.py --force`` recognises a file it wrote (None: the task writes none).
     """
@@ -137,7 +140,7 @@ class Task:
 
     # --------------------------------------------------------------- training
     def steps_per_epoch(self, train: Prepared, batch_size: int, seed: int, parallel) -> int:
-        """Optimizer steps in one epoch of ``train_batches`` (``parallel``: albert_min.parallel)."""
+        """Optimizer steps in one epoch of ``train_batches`` (``parallel``: albert_min.common.parallel)."""
         return parallel.steps(len(train), batch_size)
 
     def train_batches(self, train: Prepared, epoch: int, batch_size: int, seed: int, parallel) -> Iterator[tuple]:
@@ -190,7 +193,7 @@ def finite_or_worst(score: Optional[float], worst: float = -1.0) -> float:
 def shuffled_batches(lengths, batch_size: int, rng, parallel):
     """Index arrays of one epoch's length-bucketed batches (``data.train_batch_indices``), each
     cut to this worker's share; batches a worker has no rows of are skipped."""
-    from ..data import train_batch_indices
+    from .data import train_batch_indices
     for idx in train_batch_indices(lengths, batch_size, rng):
         rows = parallel.shard(len(idx))
         if rows is not None:

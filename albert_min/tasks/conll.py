@@ -19,12 +19,11 @@ import re
 
 import numpy as np
 
-from ..data import DataError, pad_batch, text_lines
+from .data import DataError, pad_batch, text_lines
 from . import predicting
-from .base import Prepared, Task, finite_or_worst, shuffled_batches
+from .base import IGNORE, Prepared, Task, finite_or_worst, shuffled_batches
 from .conlleval import COLUMNS_KIND, entities, evaluate, write_columns
 
-IGNORE = -100          # label of pieces that are not the first of a word (the loss skips it)
 DOCSTART = "-DOCSTART-"
 
 

@@ -15,7 +15,7 @@ share of tokens whose whole tag is right.
 import dataclasses
 
 from .files import PREDICTIONS, bounded_text, write_text
-from ..safe_output import FileKind
+from ..common.safe_output import FileKind
 
 
 def split_tag(tag):

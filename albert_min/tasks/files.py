@@ -6,9 +6,9 @@ reader sees half a file, and ``json_kind`` recognises a predictions file written
 import json
 import os
 
-from ..data import DataError
-from ..json_files import load_json
-from ..safe_output import FileKind, remove_dead_temp_files, replace_file
+from .data import DataError
+from ..common.json_files import load_json
+from ..common.safe_output import FileKind, remove_dead_temp_files, replace_file
 
 
 def read_json(path):

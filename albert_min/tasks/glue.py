@@ -1,6 +1,6 @@
 """GLUE classification and regression (and albert_min's generic sentence<TAB>label TSV) as a
 task: one sentence or a pair, cross-entropy (MSE on one score for STS-B), GLUE's metric.
-The file layouts, label orders and metrics themselves are ``albert_min.glue``.
+The file layouts, label orders and metrics themselves are ``albert_min.tasks.glue_benchmark``.
 """
 
 import os
@@ -8,9 +8,9 @@ import random
 
 import numpy as np
 
-from .. import glue
-from ..data import DataError, check_labels, encode_examples, pad_with_types
-from ..safe_output import FileKind, starts_with
+from . import glue_benchmark as glue
+from .data import DataError, check_labels, encode_examples, pad_with_types
+from ..common.safe_output import FileKind, starts_with
 from .base import Prepared, Task, finite_or_worst, shuffled_batches
 from .files import PREDICTIONS, write_text
 
@@ -19,7 +19,7 @@ PREDICTIONS_HEADER = "index\tprediction\n"   # GLUE's submission layout: index<T
 
 
 class GlueTask(Task):
-    """A task of the GLUE table in ``albert_min.glue`` (``spec``: its layout, labels and metrics)."""
+    """A task of the GLUE table in ``albert_min.tasks.glue_benchmark`` (``spec``: its layout, labels and metrics)."""
     model_class = "AlbertForSequenceClassification"
     head_prefixes = ("classifier.",)
     prediction_kind = FileKind(PREDICTIONS, starts_with(PREDICTIONS_HEADER.encode()))   # it starts with the header
@@ -102,7 +102,7 @@ class GlueTask(Task):
 
     def predict(self, model, prepared, *, batch_size=64, use_jit=True, progress=False):
         """One item: the logits ``(N, num_labels)`` of every example, in file order."""
-        from ..classify import predict_logits
+        from .classify import predict_logits
         examples = prepared.examples
         logits, _ = predict_logits(model, prepared.features["tokenizer"], examples.texts, examples.text_pairs,
                                    batch_size, prepared.max_length, use_jit=use_jit, progress=progress)

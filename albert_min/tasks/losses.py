@@ -1,11 +1,11 @@
 """Training losses of the three task heads, as the reference implementations define them.
 
 Each ``make_*_loss_fn(model)`` returns ``loss_fn(input_ids, token_type_ids, attention_mask,
-*labels)`` -> scalar, the shape ``training.make_train_step`` takes:
+*labels)`` -> scalar, the shape ``training.step.make_train_step`` takes:
 
 - question answering: the mean of the start and end positions' cross-entropies over the
   sequence (transformers' AlbertForQuestionAnswering; positions come from squad.batch);
-- token classification: cross-entropy over the pieces whose label is not ``conll.IGNORE``
+- token classification: cross-entropy over the pieces whose label is not ``base.IGNORE``
   (only each word's first piece), averaged over those pieces;
 - multiple choice: cross-entropy over the 4 options' scores.
 """
@@ -13,7 +13,7 @@ Each ``make_*_loss_fn(model)`` returns ``loss_fn(input_ids, token_type_ids, atte
 import mindspore as ms
 from mindspore import ops
 
-from .conll import IGNORE
+from .base import IGNORE
 
 
 def make_qa_loss_fn(model):

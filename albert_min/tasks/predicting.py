@@ -3,12 +3,12 @@ once per model, ``classify.compiled``), batches of few distinct shapes, and the 
 
 import numpy as np
 
-from ..data import bucket_length, pad_with_types
+from .data import bucket_length, pad_with_types
 
 
 def forward_fn(model, use_jit=True):
     """The model's forward pass in eval mode, as a graph unless ``use_jit`` is False."""
-    from ..classify import compiled
+    from .classify import compiled
     model.set_train(False)
     return compiled(model, use_jit)
 
@@ -55,7 +55,7 @@ def progress_bar(total, unit, progress):
 
 def check_finite(array, where):
     """Non-finite model outputs are broken weights, never a score."""
-    from ..checkpoint import CheckpointError
+    from ..model.folder import CheckpointError
     if not np.isfinite(array).all():
         raise CheckpointError(f"the model gives non-finite outputs (NaN/Inf) on {where}; its weights or "
                               "config are broken")

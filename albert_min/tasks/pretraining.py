@@ -1,14 +1,14 @@
 """Pre-training as a task: n-gram masked LM plus a sentence objective (``sop``: ALBERT's
 sentence order, ``nsp``: BERT's next sentence, ``mlm``: none) on one raw text file, scored
-by held-out MLM accuracy. The objectives themselves are ``albert_min.pretraining``.
+by held-out MLM accuracy. The objectives themselves are ``albert_min.tasks.pretraining_objectives``.
 """
 
 import random
 
 import numpy as np
 
-from .. import pretraining as objectives
-from ..data import DataError
+from . import pretraining_objectives as objectives
+from .data import DataError
 from .base import Prepared, Task
 
 OBJECTIVES = ("sop", "nsp", "mlm")

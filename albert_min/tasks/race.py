@@ -21,7 +21,7 @@ import re
 
 import numpy as np
 
-from ..data import DataError, pad_with_types
+from .data import DataError, pad_with_types
 from . import predicting
 from .base import Prepared, Task, finite_or_worst, shuffled_batches
 from .files import check_text, json_kind, read_json, write_json

@@ -20,7 +20,7 @@ from typing import Optional
 
 import numpy as np
 
-from ..data import DataError, pad_with_types
+from .data import DataError, pad_with_types
 from .files import check_text, read_json
 
 

@@ -15,7 +15,7 @@ import re
 
 import numpy as np
 
-from ..data import DataError, pad_with_types
+from .data import DataError, pad_with_types
 from . import predicting, squad, squad_decode, squad_metric
 from .base import Prepared, Task, finite_or_worst, shuffled_batches
 from .files import json_kind, write_json
@@ -269,7 +269,7 @@ def skipped_questions(examples):
 def options_for(model_dir, **given):
     """SquadTask's options for the model in ``model_dir``: each one ``given`` (not None), else the
     one it was trained with (its training_settings.json), else ``OPTION_DEFAULTS``'."""
-    from ..checkpoint import training_settings
+    from ..model.folder import training_settings
     trained = training_settings(model_dir)
     options = {}
     for name, default in OPTION_DEFAULTS.items():

@@ -1,0 +1,134 @@
+"""One writer per output: ``output_lock``, and the parent folders an output needs.
+
+Part of the rules in ``albert_min.common.safe_output`` (which re-exports these names):
+a second albert_min process asking for an output another one holds gets
+``OutputInUse``; missing parent folders are created (as ``mkdir -p`` does) when
+the lock is taken, and removed again at its release if nothing was written in
+them.
+
+Layer: ``albert_min.common``, the bottom one (the layers: ``albert_min/__init__.py``).
+"""
+
+import contextlib
+import fcntl
+import os
+
+from .errors import AlbertMinError
+
+
+class OutputError(AlbertMinError):
+    """An output path albert_min refuses to write: it would replace something albert_min did not write."""
+
+
+class OutputInUse(OutputError):
+    """Another albert_min process holds the output's lock."""
+
+
+# ------------------------------------------------------------------ parent folders
+def check_ancestors(target):
+    """Raise unless every existing ancestor of ``target`` is a folder (the missing ones will be created)."""
+    folder = os.path.dirname(os.path.abspath(target))
+    while not os.path.lexists(folder):
+        folder = os.path.dirname(folder)
+    if not os.path.isdir(folder):
+        raise OutputError(f"{folder}: not a folder, so {os.path.abspath(target)} cannot be written below it")
+    return folder
+
+
+def _make_parents(folder):
+    """Create ``folder`` and its missing ancestors; returns those created, deepest first."""
+    created = []
+    while not os.path.isdir(folder):
+        created.append(folder)
+        folder = os.path.dirname(folder)
+    for path in reversed(created):
+        with contextlib.suppress(FileExistsError):   # another process made it meanwhile
+            os.mkdir(path)
+    return created
+
+
+def _remove_if_empty(folders):
+    for folder in folders:
+        try:
+            os.rmdir(folder)
+        except OSError:
+            return   # not empty (someone else writes there now) or gone: keep it and its parents
+
+
+# ------------------------------------------------------------------ the lock
+_held = {}   # lock file -> how many times this process holds it (flock is per open file description)
+
+
+def lock_path(target):
+    """The lock file of an output: ``.NAME.lock`` beside it (not inside: the folder is replaced by a rename)."""
+    parent, name = os.path.split(os.path.abspath(target))
+    return os.path.join(os.path.realpath(parent), f".{name}.lock")
+
+
+def _acquire(path, target):
+    """Open and flock ``path``; returns the descriptor. The file a releasing process unlinks is
+    not the lock any more: retry until the locked file is the one at ``path``."""
+    for _ in range(1000):
+        _make_parents(os.path.dirname(path))
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+        except FileNotFoundError:
+            continue   # its folder was just removed by the previous holder: make it again
+        except PermissionError:
+            raise OutputError(f"{os.path.dirname(path)}: folder not writable, so {os.path.abspath(target)} "
+                              "cannot be written") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+            os.close(fd)
+            raise OutputInUse(f"{os.path.abspath(target)}: in use by another albert_min process (pid {holder})") \
+                from None
+        try:
+            same = os.path.samestat(os.fstat(fd), os.stat(path, follow_symlinks=False))
+        except FileNotFoundError:
+            same = False
+        if same:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+            return fd
+        os.close(fd)
+    raise OutputError(f"{path}: could not lock it (it keeps being replaced)")
+
+
+@contextlib.contextmanager
+def output_lock(target):
+    """Hold an exclusive lock on the output ``target`` for the ``with`` block.
+
+    A second albert_min process asking for the same output gets ``OutputInUse``
+    ("<target>: in use by another albert_min process (pid N)"). Re-entrant
+    within a process: ``atomic_directory`` and ``atomic_file`` take it again
+    inside a run that holds it. The lock is an ``fcntl.flock`` on ``.NAME.lock``,
+    so the kernel drops it when its holder dies: a crashed run never leaves the
+    output locked. The lock file is removed on release, and so are the parent
+    folders the lock had to create if nothing else was written in them.
+    """
+    path = lock_path(target)
+    if path in _held:
+        _held[path] += 1
+        try:
+            yield
+        finally:
+            _held[path] -= 1
+        return
+    check_ancestors(target)
+    created = _make_parents(os.path.dirname(path))
+    try:
+        fd = _acquire(path, target)
+    except BaseException:
+        _remove_if_empty(created)
+        raise
+    _held[path] = 1
+    try:
+        yield
+    finally:
+        del _held[path]
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)   # while still locked: a process waiting on the old file sees it is gone and retries
+        os.close(fd)
+        _remove_if_empty(created)

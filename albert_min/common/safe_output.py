@@ -1,0 +1,442 @@
+"""Safe output: the one place for every rule about what albert_min writes.
+
+The rules, for every output (model folders, training states, predictions,
+MindIR files):
+
+1. **Nothing but albert_min's own output is replaced.** An existing output is
+   refused unless the user passes ``--force`` (``force`` / ``overwrite``), and
+   even then it is replaced only if albert_min wrote it:
+   - a folder must carry albert_min's manifest (``MANIFEST_FILE``) and hold
+     nothing the manifest does not list: a file, folder (an empty one too),
+     symlink, fifo or socket it does not list is the user's, and the folder is
+     refused (``check_replaceable``);
+   - a file must be a regular file of the output's ``FileKind`` that albert_min
+     wrote, recognised from a bounded part of it (``check_file_target``); a
+     symlink, a folder or a special file is never replaced.
+2. **An input is never an output.** An output is never the same file as an
+   input of the run (compared by inode, so symlinks and hard links are seen
+   through), never a folder that is or contains an input or the current
+   folder, and a file is never written inside an input folder or inside a
+   folder albert_min wrote (a model folder holds only what its manifest lists).
+3. **Atomic.** Folders are built in ``.NAME.tmp-PID-*`` and renamed into place
+   (``atomic_directory``), files are written to ``.NAME.tmp-PID-*`` beside the
+   target, fsynced and ``os.replace``d (``atomic_file``): a reader sees the old
+   output or the new one, never half of one.
+4. **One writer.** ``output_lock`` (module ``output_lock``: an ``fcntl.flock``
+   on ``.NAME.lock`` beside the output) keeps a second albert_min process off an
+   output for the whole run; the second one gets ``OutputInUse``. Leftovers of
+   a crashed run are cleaned only under the lock, and never a temporary whose
+   owner (the PID in its name) is alive.
+5. **Missing parent folders are created** (as ``mkdir -p`` does), for files and
+   folders alike, in every tool (train.py --output, convert's DST, evaluate.py
+   --output, export), and removed again if the output is not written. An
+   existing path on the way that is not a folder is an error naming it.
+6. **Written files get the user's umask** (0644 under umask 022), whatever mode
+   the writer left (MindSpore's writers leave 0400).
+7. **Files without a checksum of their own get one.** ``atomic_directory(...,
+   checksums=NAMES)`` records the sha256 of those files in the manifest
+   (``"sha256": {name: hex}``); readers compare with ``recorded_sha256``
+   (a model folder's ``model.safetensors``, which has no CRC as ``.ckpt`` has).
+
+This module knows nothing of models: ``model.folder`` (the model-folder format),
+``training.state`` (the training state), ``export`` and the scripts build on it.
+Layer: ``albert_min.common``, the bottom one (the layers: ``albert_min/__init__.py``).
+"""
+
+import contextlib
+import dataclasses
+import json
+import os
+import re
+import shutil
+import stat
+import tempfile
+from typing import Callable
+
+from .checksums import sha256_of
+from .output_lock import OutputError, OutputInUse, check_ancestors, lock_path, output_lock  # noqa: F401 (re-exported)
+
+
+MANIFEST_FILE = ".albert_min.json"    # marks a folder albert_min wrote, and lists its files and folders
+MODEL_KIND = "model"
+STATE_KIND = "training-state"
+
+
+@dataclasses.dataclass(frozen=True)
+class FileKind:
+    """What an output file holds, so that ``--force`` can tell a file albert_min wrote from a user's.
+
+    E.g. evaluate.py's predictions: ``FileKind("a predictions file evaluate.py wrote",
+    starts_with(b"index\\tprediction\\n"))``; a JSON output can start with
+    ``{"written_by": "albert_min", ...`` and be recognised by that prefix.
+    """
+    name: str                        # for messages: "a predictions file evaluate.py wrote"
+    is_ours: Callable[[str], bool]   # path -> whether albert_min wrote it; reads a bounded part, never a whole big file
+
+
+def starts_with(header: bytes):
+    """An ``is_ours`` for files whose first bytes albert_min always writes (e.g. a TSV header)."""
+    def is_ours(path):
+        with open(path, "rb") as f:
+            return f.read(len(header)) == header
+    return is_ours
+
+
+# ------------------------------------------------------------------ small helpers
+def _umask():
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return umask
+
+
+def _is_inside(path, folder):
+    """Whether ``path`` is ``folder`` or lies below it (real paths)."""
+    path, folder = os.path.realpath(path), os.path.realpath(folder)
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def _owner_alive(entry, prefix):
+    """Whether the process named in a temporary's name (``PREFIX<pid>-...``) is alive; False for
+    names without a PID (written before owners were recorded: their writer is long gone)."""
+    match = re.match(r"(\d+)-", entry[len(prefix):])
+    if not match:
+        return False
+    try:
+        os.kill(int(match.group(1)), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True    # PermissionError: alive, another user's; OverflowError: not a PID we can ask about
+    return True
+
+
+def _temp_prefix(target, tag, ascii_only=False):
+    """``.NAME.tag-`` beside ``target``; ``ascii_only`` for files handed to writers that refuse other names."""
+    name = os.path.basename(target)
+    if ascii_only:
+        name = re.sub(r"[^0-9A-Za-z_.-]", "_", name)
+    return f".{name}.{tag}-"
+
+
+def _finish_written(path):
+    """fsync a written file or folder tree and give it the user's umask (MindSpore leaves 0400)."""
+    umask = _umask()
+    paths = [path]
+    if os.path.isdir(path):
+        paths += [os.path.join(root, n) for root, dirs, names in os.walk(path) for n in dirs + names]
+    for p in paths:
+        st = os.lstat(p)
+        if stat.S_ISREG(st.st_mode):
+            os.chmod(p, 0o666 & ~umask)
+            with open(p, "rb") as f:
+                os.fsync(f.fileno())
+        elif stat.S_ISDIR(st.st_mode):
+            os.chmod(p, 0o777 & ~umask)
+
+
+def _fsync_folder(folder):
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)   # the rename itself reaches the disk
+    finally:
+        os.close(fd)
+
+
+# ------------------------------------------------------------------ folders
+def read_manifest(directory):
+    """The manifest of a folder albert_min wrote (a dict), or None if it has none or it is unreadable."""
+    try:
+        with open(os.path.join(directory, MANIFEST_FILE), encoding="utf-8") as f:
+            manifest = json.load(f)
+    except (OSError, ValueError, RecursionError):
+        return None
+    ok = (isinstance(manifest, dict) and manifest.get("written_by") == "albert_min"
+          and all(isinstance(manifest.get(key, []), list) and all(isinstance(n, str) for n in manifest.get(key, []))
+                  for key in ("files", "folders"))
+          and "files" in manifest)
+    return manifest if ok else None
+
+
+def _entries(directory):
+    """``(files, folders, others)`` below ``directory``, relative paths, symlinks not followed.
+    ``others``: symlinks (to files or folders), fifos, sockets, devices."""
+    files, folders, others = [], [], []
+    for root, dirs, names in os.walk(directory):
+        for name in dirs + names:
+            rel = os.path.relpath(os.path.join(root, name), directory)
+            mode = os.lstat(os.path.join(root, name)).st_mode
+            (folders if stat.S_ISDIR(mode) else files if stat.S_ISREG(mode) else others).append(rel)
+    return sorted(files), sorted(folders), sorted(others)
+
+
+def recorded_sha256(path):
+    """The sha256 that the manifest of ``path``'s folder recorded for it (``atomic_directory``'s
+    ``checksums``), or None: no manifest, or the folder was written without one for this file."""
+    recorded = (read_manifest(os.path.dirname(os.path.abspath(path))) or {}).get("sha256")
+    value = recorded.get(os.path.basename(path)) if isinstance(recorded, dict) else None
+    return value if isinstance(value, str) else None
+
+
+def _write_manifest(directory, kind, complete, checksums=()):
+    files, folders, _ = _entries(directory)
+    manifest = {"written_by": "albert_min", "kind": kind, "complete": complete,
+                "files": [f for f in files if f != MANIFEST_FILE], "folders": folders}
+    if checksums:
+        manifest["sha256"] = {name: sha256_of(os.path.join(directory, name)) for name in checksums}
+    with open(os.path.join(directory, MANIFEST_FILE), "w", encoding="utf-8") as f:
+        json.dump(manifest, f, indent=1)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _folders_of(files):
+    """Every folder on the way to ``files`` (relative paths)."""
+    folders = set()
+    for f in files:
+        while os.path.dirname(f):
+            f = os.path.dirname(f)
+            folders.add(f)
+    return folders
+
+
+def _foreign_entries(directory):
+    """What lies in ``directory`` that its manifest does not list (all of it without a manifest):
+    files, folders (shown ``NAME/``; not when something foreign inside is shown), and anything
+    neither a file nor a folder (shown ``NAME (symlink)`` etc.), listed or not: albert_min writes none."""
+    manifest = read_manifest(directory) or {"files": []}
+    listed_files = set(manifest["files"]) | {MANIFEST_FILE}
+    # Manifests before folders were listed (the committed weights/*/) imply the folders of their files.
+    listed_folders = set(manifest["folders"]) if "folders" in manifest else _folders_of(manifest["files"])
+    files, folders, others = _entries(directory)
+    foreign = [f for f in files if f not in listed_files]
+    for path in others:
+        mode = os.lstat(os.path.join(directory, path)).st_mode
+        what = "symlink" if stat.S_ISLNK(mode) else "fifo" if stat.S_ISFIFO(mode) else \
+            "socket" if stat.S_ISSOCK(mode) else "device"
+        foreign.append(f"{path} ({what})")
+    shown = [d for d in folders if d not in listed_folders
+             and not any(f.startswith(d + os.sep) for f in foreign)]
+    return sorted(foreign + [d + "/" for d in shown])
+
+
+def check_replaceable(target, overwrite=False, protect=()):
+    """Raise unless writing the folder ``target`` can lose nothing albert_min did not write.
+
+    Refused: a path that is or contains a ``protect`` path (e.g. the conversion
+    source) or the current directory; a regular file or symlink; with
+    ``overwrite``, a folder without albert_min's manifest or holding anything
+    the manifest does not list (files, folders, symlinks, fifos). Without
+    ``overwrite`` any existing path is refused (``FileExistsError``).
+    """
+    target = os.path.abspath(target)
+    for path in protect:
+        if _is_inside(path, target):
+            raise OutputError(f"{target}: refusing to write here, it is or contains {os.path.abspath(path)}")
+    if _is_inside(os.getcwd(), target):
+        raise OutputError(f"{target}: refusing to write here, it is or contains the current directory")
+    if not os.path.lexists(target):
+        check_ancestors(target)
+        return
+    if not os.path.isdir(target) or os.path.islink(target):
+        raise OutputError(f"{target}: exists and is not a folder; refusing to replace it")
+    if not overwrite:
+        raise FileExistsError(f"{target} already exists (pass --force to replace it)")
+    if os.listdir(target) and read_manifest(target) is None:
+        raise OutputError(f"{target}: not a folder written by albert_min (no {MANIFEST_FILE}); "
+                          "refusing to replace it - remove it yourself or choose another path")
+    foreign = _foreign_entries(target)
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        raise OutputError(f"{target}: holds files albert_min did not write ({shown}); refusing to replace it")
+
+
+def _leftovers(target, tag):
+    """Our ``.NAME.tmp-*`` / ``.NAME.old-*`` siblings of ``target`` whose owner is dead: folders,
+    empty or with our manifest."""
+    parent = os.path.dirname(os.path.abspath(target))
+    prefix = _temp_prefix(target, tag)
+    found = []
+    for entry in os.listdir(parent) if os.path.isdir(parent) else ():
+        path = os.path.join(parent, entry)
+        if entry.startswith(prefix) and os.path.isdir(path) and not os.path.islink(path) \
+                and not _owner_alive(entry, prefix):
+            if not os.listdir(path) or read_manifest(path) is not None:
+                found.append(path)
+    return found
+
+
+def recover_directory(target):
+    """Finish or undo a swap that a crash interrupted, then remove our leftovers (under the lock).
+
+    ``atomic_directory`` writes ``.NAME.tmp-*``, marks it complete in its
+    manifest, renames ``NAME`` to ``.NAME.old-*``, renames the temporary folder to
+    ``NAME`` and deletes the old one. If ``NAME`` is missing, the newest complete
+    temporary folder becomes ``NAME`` (the swap is completed), else the old one
+    comes back (rolled back). Incomplete temporary folders and old folders are
+    then deleted. A leftover whose owner (the PID in its name) is alive is never
+    touched. Returns a short description of what was done, or None.
+    """
+    target = os.path.abspath(target)
+    if not os.path.isdir(os.path.dirname(target)):
+        return None
+    with output_lock(target):
+        done = None
+        if not os.path.lexists(target):
+            complete = [p for p in _leftovers(target, "tmp") if (read_manifest(p) or {}).get("complete")]
+            old = [p for p in _leftovers(target, "old") if read_manifest(p) is not None]
+            if complete:
+                newest = max(complete, key=lambda p: os.path.getmtime(os.path.join(p, MANIFEST_FILE)))
+                os.rename(newest, target)
+                done = f"completed an interrupted save of {target}"
+            elif old:
+                os.rename(max(old, key=os.path.getmtime), target)
+                done = f"rolled back an interrupted save of {target}"
+        for path in _leftovers(target, "tmp") + _leftovers(target, "old"):
+            shutil.rmtree(path, ignore_errors=True)
+        return done
+
+
+@contextlib.contextmanager
+def atomic_directory(target, overwrite=False, protect=(), kind=MODEL_KIND, checksums=()):
+    """Yield a temporary folder; on success it replaces ``target`` (two renames), under ``output_lock``.
+
+    Checks first that nothing but an albert_min folder would be replaced
+    (``check_replaceable``; ``protect``: paths, e.g. the conversion source, that
+    ``target`` must neither be nor contain). The finished folder gets the
+    user's umask and a manifest (``MANIFEST_FILE``) listing its files, folders
+    and ``kind``, and the sha256 of the files named in ``checksums`` (relative paths the
+    block must write). On an exception the temporary folder is removed and ``target``
+    is untouched; after a crash, ``recover_directory`` (run here first)
+    completes or rolls back the swap.
+    """
+    target = os.path.abspath(target)
+    parent = os.path.dirname(target)
+    check_replaceable(target, overwrite, protect)   # before the lock creates any folder
+    with output_lock(target):
+        recover_directory(target)
+        check_replaceable(target, overwrite, protect)
+        tmp = tempfile.mkdtemp(prefix=_temp_prefix(target, "tmp") + f"{os.getpid()}-", dir=parent)
+        try:
+            _write_manifest(tmp, kind, complete=False)   # ours from the start, so a crash leaves a folder we may clean
+            yield tmp
+            _finish_written(tmp)
+            _write_manifest(tmp, kind, complete=True, checksums=checksums)
+            old = None
+            if os.path.exists(target):
+                old = tempfile.mkdtemp(prefix=_temp_prefix(target, "old") + f"{os.getpid()}-", dir=parent)
+                os.rmdir(old)   # mkdtemp only reserved a unique name
+                os.rename(target, old)
+            try:
+                os.rename(tmp, target)
+            except BaseException:
+                if old:
+                    os.rename(old, target)   # put the previous version back
+                raise
+            _fsync_folder(parent)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        if old:
+            shutil.rmtree(old, ignore_errors=True)
+
+
+# ------------------------------------------------------------------ files
+def check_file_target(path, kind, force=False, protect=()):
+    """Raise ``OutputError`` unless writing the file ``path`` can lose nothing albert_min did not write.
+
+    Refused whatever ``force`` says: the same file as a ``protect`` path (an
+    input of the run; compared by inode, so through symlinks and hard links),
+    a path inside a ``protect`` folder or inside a folder albert_min wrote, a
+    folder, and an existing path on the way that is not a folder. An existing
+    file is refused without ``force``; with it, it is replaced only if it is a
+    regular file (not a symlink, fifo or device) that ``kind`` recognises as
+    albert_min's. A user's own file, e.g. notes.txt, is never replaced: remove
+    it or choose another path. Missing parent folders are fine: they are
+    created when the file is written.
+    """
+    path = os.path.abspath(path)
+    for p in protect:
+        if os.path.lexists(path) and os.path.exists(p) and os.path.samefile(path, p):
+            same = "" if os.path.abspath(p) == path else f" (the same file as {os.path.abspath(p)})"
+            raise OutputError(f"{path}: is an input of this run{same}; refusing to replace it")
+        if os.path.isdir(p) and _is_inside(path, p):
+            raise OutputError(f"{path}: lies inside {os.path.abspath(p)}, an input of this run; "
+                              "write it elsewhere")
+    folder = os.path.dirname(os.path.realpath(path))
+    while folder != os.path.dirname(folder):
+        if read_manifest(folder) is not None:
+            raise OutputError(f"{path}: lies inside {folder}, a folder albert_min wrote (it holds only what its "
+                              f"{MANIFEST_FILE} lists); write it elsewhere")
+        folder = os.path.dirname(folder)
+    if os.path.isdir(path):
+        raise OutputError(f"{path}: is a folder, not a file")
+    if not os.path.lexists(path):
+        existing = check_ancestors(path)
+        if not os.access(existing, os.W_OK | os.X_OK):
+            raise OutputError(f"{existing}: folder not writable, so {path} cannot be written")
+        return
+    if not force:
+        raise OutputError(f"{path} already exists (--force replaces only {kind.name})")
+    mode = os.lstat(path).st_mode
+    if not stat.S_ISREG(mode):
+        what = "a symlink" if stat.S_ISLNK(mode) else "not a regular file"
+        raise OutputError(f"{path}: is {what}; refusing to replace it - remove it yourself or choose another path")
+    if not kind.is_ours(path):
+        raise OutputError(f"{path}: not {kind.name}; refusing to replace it - remove it yourself "
+                          "or choose another path")
+
+
+def remove_dead_temp_files(path):
+    """Remove the temporaries ``replace_file`` made beside ``path`` (``.NAME.tmp-PID-*``) whose owner
+    (the process named in them) is dead: what a killed writer left."""
+    parent = os.path.dirname(path)
+    prefix = _temp_prefix(path, "tmp", ascii_only=True)
+    for entry in os.listdir(parent):
+        full = os.path.join(parent, entry)
+        if entry.startswith(prefix) and re.match(r"\d+-", entry[len(prefix):]) and not _owner_alive(entry, prefix) \
+                and stat.S_ISREG(os.lstat(full).st_mode):
+            os.remove(full)
+
+
+@contextlib.contextmanager
+def atomic_file(path, kind, force=False, protect=(), suffix=""):
+    """Yield a temporary path beside ``path``; when the block ends without error, the file written
+    there replaces ``path`` (fsync, the user's umask, ``os.replace``), under ``output_lock``.
+
+    ``check_file_target`` decides first what may be replaced (``kind``: what the
+    file holds and how to recognise one albert_min wrote; ``protect``: the run's
+    inputs). The temporary name is ``.NAME.tmp-PID-*SUFFIX`` in ASCII, for
+    writers (MindSpore's) that refuse other names. On an exception it is
+    removed and ``path`` is untouched.
+    """
+    path = os.path.abspath(path)
+    check_file_target(path, kind, force, protect)   # before the lock creates any folder
+    with output_lock(path):
+        check_file_target(path, kind, force, protect)
+        remove_dead_temp_files(path)
+        with replace_file(path, suffix) as tmp:
+            yield tmp
+
+
+@contextlib.contextmanager
+def replace_file(path, suffix=""):
+    """Yield a fresh temporary path beside ``path`` (``.NAME.tmp-PID-*SUFFIX``, a name no user file
+    has); when the block ends without error, the file written there replaces ``path`` (fsync, the
+    user's umask, ``os.replace``); on an exception it is removed and ``path`` is untouched. No
+    checks and no lock: ``atomic_file`` adds them; callers that already hold a checked, locked
+    output (a task's prediction files) use this directly."""
+    path = os.path.abspath(path)
+    parent = os.path.dirname(path)
+    fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(path, "tmp", ascii_only=True) + f"{os.getpid()}-",
+                               suffix=suffix, dir=parent)
+    os.close(fd)
+    try:
+        yield tmp
+        _finish_written(tmp)
+        os.replace(tmp, path)
+        _fsync_folder(parent)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(tmp)
+        raise

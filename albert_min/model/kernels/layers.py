@@ -1,0 +1,195 @@
+"""The two layer functions in both implementations: MindSpore's own ops, and the
+same forward with its gradient from the compiled kernels (``backward.cc``).
+
+Each is a Cell without parameters, called with the layer's parameters as inputs
+(``linear(x, weight, bias)``), so that a ``bprop`` can return their gradients.
+The forward is MindSpore's in both, so predictions, exported graphs and the
+evaluate compile cache do not depend on whether the kernels were built.
+"""
+
+import mindspore as ms
+from mindspore import nn, ops
+
+
+class Linear(nn.Cell):
+    """x ``[..., K]``, weight ``[N, K]``, bias ``[N]`` -> x W^T + b ``[..., N]``, as ``nn.Dense`` computes it."""
+
+    def __init__(self):
+        super().__init__()
+        self.matmul = ops.MatMul(transpose_b=True)
+        self.bias_add = ops.BiasAdd()
+
+    def construct(self, x, weight, bias):
+        x_shape = x.shape
+        y = self.bias_add(self.matmul(x.reshape(-1, x_shape[-1]), weight), bias)     # (rows, N)
+        return y.reshape(x_shape[:-1] + (weight.shape[0],))
+
+
+class LayerNorm(nn.Cell):
+    """x ``[..., C]``, weight, bias ``[C]`` -> (x - mean) / sqrt(var + eps) * weight + bias over the last axis."""
+
+    def __init__(self, eps):
+        super().__init__()
+        self.eps = eps
+        self.normalize = ops.LayerNorm(begin_norm_axis=-1, begin_params_axis=-1, epsilon=eps)
+
+    def construct(self, x, weight, bias):
+        return self.normalize(x, weight, bias)[0]
+
+
+class Softmax(nn.Cell):
+    """Softmax over the last axis."""
+
+    def construct(self, x):
+        return ops.softmax(x, -1)
+
+
+class BatchMatMul(nn.Cell):
+    """a ``[..., M, K]``, b ``[..., K, N]`` (or ``[..., N, K]`` with ``transpose_b``) -> a b ``[..., M, N]``."""
+
+    def __init__(self, transpose_b=False):
+        super().__init__()
+        self.transpose_b = transpose_b
+        self.matmul = ops.BatchMatMul(transpose_b=transpose_b)
+
+    def construct(self, a, b):
+        return self.matmul(a, b)
+
+
+class Activation(nn.Cell):
+    """``fn(x)``, for an elementwise activation function ``fn`` of albert_min.model.modeling."""
+
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def construct(self, x):
+        return self.fn(x)
+
+
+# Output shapes and dtypes of the kernels, from their inputs' (named functions: MindSpore's
+# graph parser reads a lambda's source line, and a lambda continued over lines fails it).
+def dense_backward_shapes(x, weight, dy):
+    return x, weight, weight[:1]                 # dx, dweight, dbias
+
+
+def dense_backward_types(x, weight, dy):
+    return x, weight, weight
+
+
+def layer_norm_backward_outputs(x, gamma, dy, eps):
+    return x, gamma, gamma                       # dx, dgamma, dbeta
+
+
+def batch_matmul_nn_shape(a, b):
+    return a[:-1] + [b[-1]]
+
+
+def batch_matmul_nt_shape(a, b):
+    return a[:-1] + [b[-2]]
+
+
+def batch_matmul_tn_shape(a, b):
+    return a[:-2] + [a[-1], b[-1]]
+
+
+def like_first(first, *others):
+    return first
+
+
+class LinearWithKernels(Linear):
+    """``Linear`` whose gradient is one call of ``dense_backward``: two sgemm and the bias's column sum.
+
+    MindSpore differentiates x W^T into MatMul variants with a transposed operand
+    and a separate BiasAddGrad, which ran 2-3x slower per call than the forward.
+    """
+
+    def __init__(self, library):
+        super().__init__()
+        self.backward = ops.Custom(f"{library}:dense_backward", func_type="aot",
+                                   out_shape=dense_backward_shapes, out_dtype=dense_backward_types)
+
+    def bprop(self, x, weight, bias, out, dout):
+        return self.backward(x, weight, dout)
+
+
+class LayerNormWithKernels(LayerNorm):
+    """``LayerNorm`` whose gradient (dx, dweight, dbias) is one pass of ``layer_norm_backward``, and
+    whose forward in training is ``layer_norm_forward``; in inference MindSpore's own kernel.
+
+    MindSpore's CPU LayerNormGrad took 8 ms for a [64, 32, 128] input, 20x the forward, and the
+    forward ~1 ms.
+    """
+
+    def __init__(self, eps, library):
+        super().__init__(eps)
+        self.eps_tensor = ms.Tensor([eps], ms.float32)
+        self.forward = ops.Custom(f"{library}:layer_norm_forward", func_type="aot",
+                                  out_shape=like_first, out_dtype=like_first)
+        self.backward = ops.Custom(f"{library}:layer_norm_backward", func_type="aot",
+                                   out_shape=layer_norm_backward_outputs, out_dtype=layer_norm_backward_outputs)
+
+    def construct(self, x, weight, bias):
+        if not self.training:
+            return self.normalize(x, weight, bias)[0]
+        return self.forward(x, weight, bias, self.eps_tensor)
+
+    def bprop(self, x, weight, bias, out, dout):
+        return self.backward(x, weight, dout, self.eps_tensor)
+
+
+class SoftmaxWithKernels(Softmax):
+    """``Softmax`` whose gradient is one pass of ``softmax_backward`` over the forward's output.
+
+    MindSpore expands it into Mul, ReduceSum and Sub; the ReduceSum alone took 1.4 ms on [64, 4, 32, 32].
+    """
+
+    def __init__(self, library):
+        super().__init__()
+        self.backward = ops.Custom(f"{library}:softmax_backward", func_type="aot",
+                                   out_shape=like_first, out_dtype=like_first)
+
+    def bprop(self, x, out, dout):
+        return (self.backward(out, dout),)
+
+
+class GeluNewWithKernels(Activation):
+    """``Activation(gelu_new)`` whose gradient is one pass of ``gelu_new_backward``
+    (MindSpore's autodiff of x * sigmoid(s) runs a dozen elementwise kernels on [B, S, I])."""
+
+    def __init__(self, fn, library):
+        super().__init__(fn)
+        self.backward = ops.Custom(f"{library}:gelu_new_backward", func_type="aot",
+                                   out_shape=like_first, out_dtype=like_first)
+
+    def bprop(self, x, out, dout):
+        return (self.backward(x, out, dout),)
+
+
+class BatchMatMulWithKernels(BatchMatMul):
+    """``BatchMatMul`` as one sgemm per matrix (``batch_matmul_nn/nt/tn``) in training, forward and
+    gradient; in inference MindSpore's own kernel (exported graphs hold no custom op).
+
+    MindSpore's CPU BatchMatMul ran the attention products ([64, 4, 32, 32]) at 1-1.4 ms per call.
+    """
+
+    def __init__(self, library, transpose_b=False):
+        super().__init__(transpose_b)
+        self.nn = ops.Custom(f"{library}:batch_matmul_nn", func_type="aot",
+                             out_shape=batch_matmul_nn_shape, out_dtype=like_first)
+        self.nt = ops.Custom(f"{library}:batch_matmul_nt", func_type="aot",
+                             out_shape=batch_matmul_nt_shape, out_dtype=like_first)
+        self.tn = ops.Custom(f"{library}:batch_matmul_tn", func_type="aot",
+                             out_shape=batch_matmul_tn_shape, out_dtype=like_first)
+
+    def construct(self, a, b):
+        if not self.training:
+            return self.matmul(a, b)
+        if self.transpose_b:
+            return self.nt(a, b)
+        return self.nn(a, b)
+
+    def bprop(self, a, b, out, dout):
+        if self.transpose_b:                       # out = a b^T: da = dout b, db = dout^T a
+            return self.nn(dout, b), self.tn(dout, a)
+        return self.nt(dout, b), self.tn(a, dout)  # out = a b: da = dout b^T, db = a^T dout

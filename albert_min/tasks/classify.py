@@ -1,0 +1,183 @@
+"""Sentence classification in eval mode: batched prediction, one dynamic-shape graph
+(metrics: albert_min.tasks.glue_benchmark).
+
+Layer: ``albert_min.tasks``, above ``checkpoints`` (the layers: ``albert_min/__init__.py``).
+"""
+
+import contextlib
+import errno
+import hashlib
+import json
+import os
+import shutil
+import sys
+import time
+import weakref
+
+import numpy as np
+import mindspore as ms
+from mindspore import nn
+from tqdm import tqdm
+
+from .data import encode_examples, eval_batches, pad_with_types
+
+
+_GRAPHS = weakref.WeakKeyDictionary()
+
+
+def compiled(cell, use_jit=True):
+    """The cell's forward as a MindSpore graph (``mindspore.jit``) or plain PyNative.
+
+    Graph mode compiles once per distinct input shape (about 1.5 s each for
+    the small model on 2 cores), so callers pad to few shapes (sentence
+    classification uses ``dynamic_graph`` instead). The graph is kept per cell,
+    so repeated evaluations do not compile it again.
+    """
+    if not use_jit:
+        return cell
+    if cell not in _GRAPHS:
+        _GRAPHS[cell] = ms.jit(cell.construct)
+    return _GRAPHS[cell]
+
+
+_DYNAMIC_GRAPHS = weakref.WeakKeyDictionary()
+
+
+class _DynamicForward(nn.Cell):
+    """The classifier's forward in a Cell of its own, whose inputs are declared dynamic
+    (``set_inputs``) without touching the classifier, which train.py goes on training."""
+
+    def __init__(self, classifier):
+        super().__init__(auto_prefix=False)        # the classifier's parameter names stay as they are
+        self.classifier = classifier
+        ids = ms.Tensor(shape=[None, None], dtype=ms.int32)   # (B, S), both free
+        self.set_inputs(ids, ids, ids)
+
+    def construct(self, input_ids, token_type_ids, attention_mask):
+        return self.classifier(input_ids, token_type_ids, attention_mask)
+
+
+def dynamic_graph(classifier):
+    """``classifier``'s forward, ``(input_ids, token_type_ids, attention_mask)`` int32 ``[B, S]`` ->
+    logits, as one MindSpore graph for every batch size and length (``Cell.set_inputs`` with
+    ``Tensor(shape=[None, None])``).
+
+    One compile instead of one per padded shape: evaluate.py on SST-2 dev compiled
+    three bucket shapes (16/32/64 tokens), and the dynamic graph predicts about as
+    fast (benchmarks/evaluate_startup.py, docs/speed.md). ``mindspore.enable_dynamic``
+    declares the same, but its graph loaded from the compile cache gave NaN logits
+    (MindSpore 2.10 CPU). Kept per model, so train.py's repeated dev evaluations
+    compile it once.
+    """
+    if classifier not in _DYNAMIC_GRAPHS:
+        _DYNAMIC_GRAPHS[classifier] = ms.jit(_DynamicForward(classifier).construct)
+    return _DYNAMIC_GRAPHS[classifier]
+
+
+_CACHE_USED = False
+DYNAMIC_SHAPE = (None, None)   # the (B, S) that keys dynamic_graph's cache folder
+
+
+def cache_key(config, shapes):
+    """Folder name for the graphs of ``config`` compiled for ``shapes`` in this order."""
+    model_code = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "model")
+    code = hashlib.sha256()
+    for name in ("modeling.py", "heads.py"):          # the backbone and the heads make the graph
+        with open(os.path.join(model_code, name), "rb") as f:
+            code.update(f.read())
+    code = code.hexdigest()
+    blob = json.dumps([ms.__version__, code, config.to_dict(), [list(s) for s in shapes]], sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+
+@contextlib.contextmanager
+def compile_cache(root, model, shapes):
+    """Let MindSpore save/load the compiled graphs of this run under ``root``.
+
+    MindSpore's compile cache numbers graphs by the order a process compiles
+    them and does not check that a cached graph is the one asked for (a
+    different config or shape order loads the wrong graph: a crash, or wrong
+    numbers). So each folder is keyed by everything that makes the graphs:
+    MindSpore's version, our modeling code, the config and the ordered input
+    shapes; weights are inputs of the graph, not part of it. A new folder is
+    filled under a temporary name and renamed when the run succeeded, so
+    concurrent or interrupted runs never leave a half-written cache. Once
+    per process, and meant for a process whose first compiles these are
+    (evaluate.py): MindSpore counts every compile of the process. Later
+    calls, root=None and scripts without a file (``python -c``) run without it.
+    """
+    global _CACHE_USED
+    # MindSpore hashes the entry script (sys.argv[0]) into the cache: none under `python -c` or a REPL.
+    if root is None or _CACHE_USED or not os.path.isfile(sys.argv[0]):
+        yield
+        return
+    _CACHE_USED = True
+    final = os.path.join(root, cache_key(model.config, shapes))
+    ready = os.path.isdir(final)
+    path = final if ready else f"{final}.tmp-{os.getpid()}"
+    try:   # made here, not by MindSpore, which logs a raw [ERROR] line per failed step and goes on
+        os.makedirs(path, exist_ok=True)
+        if not os.access(path, os.R_OK | os.W_OK | os.X_OK):
+            raise PermissionError(errno.EACCES, "not writable", path)
+    except OSError as err:
+        where = f"{err.filename}: {err.strerror}" if err.filename and err.strerror else str(err)
+        print(f"albert_min: compile cache not used ({where}); compiling without it", file=sys.stderr)
+        yield
+        return
+    ms.set_context(enable_compile_cache=True, compile_cache_path=path)
+    try:
+        yield
+    except BaseException:
+        if not ready:
+            shutil.rmtree(path, ignore_errors=True)
+        raise
+    finally:
+        ms.set_context(enable_compile_cache=False)
+    if not ready:
+        try:
+            os.rename(path, final)            # atomic; fails if another run got there first
+        except OSError:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def predict(model, tokenizer, sentences, batch_size=64, max_length=128, use_jit=True, progress=True,
+            cache_dir=None):
+    """Class probabilities ``[N, num_labels]`` for single ``sentences``, in input order.
+
+    Returns (probabilities, seconds spent); see ``predict_logits``.
+    """
+    logits, seconds = predict_logits(model, tokenizer, sentences, None, batch_size, max_length, use_jit, progress,
+                                     cache_dir)
+    return softmax(logits), seconds
+
+
+def predict_logits(model, tokenizer, texts, text_pairs=None, batch_size=64, max_length=128, use_jit=True,
+                   progress=True, cache_dir=None):
+    """Raw model outputs ``[N, num_labels]`` for single sentences or sentence pairs, in
+    input order (pairs as ``[CLS] a [SEP] b [SEP]`` with token type ids 0 / 1).
+    For a regression model (num_labels = 1) column 0 is the predicted score.
+
+    Graph mode compiles one graph with a dynamic batch and length
+    (``dynamic_graph``); ``cache_dir`` keeps it on disk for the next process
+    (``compile_cache``). Rows sorted by length go in batches of ``batch_size``,
+    each padded to its longest row rounded up to 8. Padding changes no logit:
+    padded keys get exactly zero attention.
+    Returns (logits, seconds spent).
+    """
+    model.set_train(False)
+    forward = dynamic_graph(model) if use_jit else model
+    ids, types = encode_examples(tokenizer, texts, text_pairs, max_length)
+    logits = np.zeros((len(texts), model.config.num_labels), np.float32)
+    start = time.perf_counter()
+    with compile_cache(cache_dir if use_jit else None, model, [DYNAMIC_SHAPE]), \
+            tqdm(total=len(texts), desc="evaluating", unit="ex", disable=not progress) as bar:
+        for idx, rows in eval_batches(ids, batch_size):
+            batch = pad_with_types(rows, [types[i] for i in idx], tokenizer.pad_token_id)
+            logits[idx] = forward(*[ms.Tensor(x) for x in batch]).asnumpy()
+            bar.update(len(idx))
+    return logits, time.perf_counter() - start
+
+
+def softmax(logits):
+    e = np.exp(logits - logits.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)

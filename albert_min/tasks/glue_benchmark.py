@@ -1,0 +1,344 @@
+"""The GLUE tasks: which file layout, which labels, which metric.
+
+Each task reads its files in the layout of the official GLUE release (as
+``download_glue_data.py`` writes it) and is scored with the metric GLUE
+reports for it:
+
+| task  | text columns               | labels                                  | metric              |
+| ----- | -------------------------- | --------------------------------------- | ------------------- |
+| cola  | sentence (4th, no header)  | 0 / 1                                   | Matthews corr.      |
+| sst2  | sentence                   | 0 / 1                                   | accuracy            |
+| mrpc  | #1 String, #2 String       | 0 / 1 (column Quality)                  | F1, accuracy        |
+| stsb  | sentence1, sentence2       | similarity score 0-5 (regression)       | Pearson, Spearman   |
+| qqp   | question1, question2       | 0 / 1 (column is_duplicate)             | F1, accuracy        |
+| mnli  | sentence1, sentence2       | contradiction / entailment / neutral    | accuracy            |
+| qnli  | question, sentence         | entailment / not_entailment             | accuracy            |
+| rte   | sentence1, sentence2       | entailment / not_entailment             | accuracy            |
+| wnli  | sentence1, sentence2       | 0 / 1                                   | accuracy            |
+| cls   | sentence                   | integers 0..K-1 (albert_min's own)      | accuracy            |
+
+Label ids follow the order of the GLUE processors of Google's
+``run_classifier.py`` and Hugging Face (``label_names`` below). Columns are
+found by their header name, so MNLI's train file (12 columns) and dev files
+(16 columns, ``dev_matched.tsv`` / ``dev_mismatched.tsv``) and the test files
+(no label column) all read with one reader. Fields are tab-separated and
+never quoted (MRPC and STS-B sentences contain bare double quotes).
+
+Layer: ``albert_min.tasks``, above ``checkpoints`` (the layers: ``albert_min/__init__.py``).
+"""
+
+import dataclasses
+import math
+import os
+from typing import Optional
+
+import numpy as np
+
+from .data import DataError, TextColumn, read_tsv, row_fields
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    name: str
+    folder: str                          # the GLUE release's folder name, e.g. "STS-B"
+    text_columns: tuple                  # header names of the one or two text columns
+    label_column: Optional[str]          # header name of the label; None for cola (positional)
+    label_names: Optional[tuple]         # label strings in id order; None: regression (stsb) or integers (cls)
+    metrics: tuple                       # GLUE's metrics; the first one picks the best model in train.py
+    index_column: Optional[str] = "index"
+    # Whether label 1 is a "positive" class whose precision, recall and F1 mean something (sst2:
+    # positive sentiment, cola: acceptable, mrpc/qqp: paraphrase). Not for the inference tasks:
+    # there label 1 is not_entailment (wnli: entailment), and GLUE reports accuracy alone.
+    positive_class: bool = True
+
+    @property
+    def is_pair(self) -> bool:
+        return len(self.text_columns) == 2
+
+    @property
+    def is_regression(self) -> bool:
+        return self.name == "stsb"
+
+    @property
+    def num_labels(self) -> Optional[int]:
+        """1 for regression, the label count, or None when the data decides (cls)."""
+        return 1 if self.is_regression else (len(self.label_names) if self.label_names else None)
+
+
+_BINARY = ("0", "1")
+_NLI2 = ("entailment", "not_entailment")
+TASKS = {t.name: t for t in (
+    Task("cola", "CoLA", ("sentence",), None, _BINARY, ("matthews",)),
+    Task("sst2", "SST-2", ("sentence",), "label", _BINARY, ("accuracy",)),
+    Task("mrpc", "MRPC", ("#1 String", "#2 String"), "Quality", _BINARY, ("f1", "accuracy"), index_column=None),
+    Task("stsb", "STS-B", ("sentence1", "sentence2"), "score", None, ("pearson", "spearman")),
+    Task("qqp", "QQP", ("question1", "question2"), "is_duplicate", _BINARY, ("f1", "accuracy"), index_column="id"),
+    Task("mnli", "MNLI", ("sentence1", "sentence2"), "gold_label", ("contradiction", "entailment", "neutral"),
+         ("accuracy",), positive_class=False),
+    Task("qnli", "QNLI", ("question", "sentence"), "label", _NLI2, ("accuracy",), positive_class=False),
+    Task("rte", "RTE", ("sentence1", "sentence2"), "label", _NLI2, ("accuracy",), positive_class=False),
+    Task("wnli", "WNLI", ("sentence1", "sentence2"), "label", _BINARY, ("accuracy",), positive_class=False),
+    # albert_min's generic single-sentence TSV: header sentence<TAB>label, integer labels.
+    Task("cls", "", ("sentence",), "label", None, ("accuracy",), index_column=None),
+)}
+TASK_NAMES = tuple(TASKS)
+
+# Folder spellings seen in the wild ("SST-2", "sst2", "STS-B", "stsb", "MNLI", ...).
+_FOLDERS = {t.folder.lower().replace("-", ""): name for name, t in TASKS.items() if t.folder}
+
+
+def get_task(name: str) -> Task:
+    if name not in TASKS:
+        raise DataError(f"unknown task {name!r}; choose from {', '.join(TASK_NAMES)}")
+    return TASKS[name]
+
+
+def infer_task(path: str) -> str:
+    """The task a data file belongs to, from its folder name (``glue/RTE/dev.tsv`` -> rte,
+    ``sst2/dev.tsv`` -> sst2); ``cls`` (generic sentence<TAB>label) for any other folder."""
+    folder = os.path.basename(os.path.dirname(os.path.abspath(path)))
+    return _FOLDERS.get(folder.lower().replace("-", "").replace("_", ""), "cls")
+
+
+@dataclasses.dataclass
+class Examples:
+    """One data file of a task, row by row."""
+    task: Task
+    path: str
+    texts: list                          # first (or only) text of each row; a TextColumn (knows each path:line)
+    text_pairs: Optional[list]           # second text, for pair tasks
+    labels: Optional[list]               # label ids (int) or scores (float); None for a test file
+    index: list                          # the file's index column, else the row number from 0
+
+    def __len__(self):
+        return len(self.texts)
+
+
+# ---------------------------------------------------------------------- readers
+def read_examples(path: str, task: Task) -> Examples:
+    """Read ``path`` in ``task``'s layout; every malformed row is a DataError naming ``path:line``."""
+    if task.name == "cls":
+        sentences, labels = read_tsv(path)
+        return Examples(task, path, sentences, None, labels, [str(i) for i in range(len(sentences))])
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"data file not found: {path}")
+    # utf-8-sig: MRPC's header starts with a byte-order mark.
+    with open(path, encoding="utf-8-sig", newline="") as f:
+        lines = [line.rstrip("\r\n") for line in f]
+    if task.name == "cola":
+        header, text_at, label_at, index_at, first = _cola_layout(path, lines)
+    else:
+        header = lines[0].split("\t") if lines else []
+        first = 2
+        missing = [c for c in task.text_columns if c not in header]
+        if missing:
+            raise DataError(f"{path}:1: header {header} has no {missing[0]!r} column; is this a "
+                            f"{task.folder} file? (pass --task to choose the layout)")
+        text_at = [header.index(c) for c in task.text_columns]
+        label_at = header.index(task.label_column) if task.label_column in header else None
+        index_at = header.index(task.index_column) if task.index_column in header else None
+    texts, pairs, labels, index, sources = [], [], [], [], []
+    for line_no, line in enumerate(lines[first - 1:], start=first):
+        if not line.strip():
+            continue
+        fields = row_fields(path, line_no, line, header)
+        row = [fields[i].strip() for i in text_at]
+        if not any(row):
+            raise DataError(f"{path}:{line_no}: empty text")
+        texts.append(row[0])
+        sources.append(f"{path}:{line_no}")
+        if task.is_pair:
+            pairs.append(row[1])
+        if label_at is not None:
+            labels.append(_parse_label(task, fields[label_at].strip(), f"{path}:{line_no}"))
+        index.append(fields[index_at].strip() if index_at is not None else str(len(index)))
+    if not texts:
+        raise DataError(f"{path}: no examples")
+    return Examples(task, path, TextColumn(texts, sources), pairs if task.is_pair else None,
+                    labels if label_at is not None else None, index)
+
+
+def _cola_layout(path, lines):
+    """CoLA's train/dev files have no header: source, label, original mark, sentence.
+    Its test file has the header ``index<TAB>sentence``. Returns
+    (column names, text positions, label position, index position, first data line)."""
+    if lines and lines[0].split("\t") == ["index", "sentence"]:
+        return ["index", "sentence"], [1], None, 0, 2
+    if lines and lines[0].split("\t")[1:2] == ["label"]:
+        raise DataError(f"{path}:1: CoLA files have no header row (source, label, mark, sentence); "
+                        f"this one starts with {lines[0]!r}")
+    return ["source", "label", "original mark", "sentence"], [3], 1, None, 1
+
+
+def _parse_label(task, value, where):
+    if task.is_regression:
+        try:
+            score = float(value)
+        except ValueError:
+            score = math.nan
+        if not math.isfinite(score):
+            raise DataError(f"{where}: score {value!r} is not a finite number")
+        return score
+    if value not in task.label_names:
+        raise DataError(f"{where}: label {value!r} is not one of {', '.join(task.label_names)}")
+    return task.label_names.index(value)
+
+
+def label_strings(task: Task, num_labels: int) -> list:
+    """The names of label ids 0..num_labels-1 as the data files (and GLUE submissions) write them."""
+    return list(task.label_names) if task.label_names else [str(i) for i in range(num_labels)]
+
+
+def model_label_order(task: Task, id2label: Optional[dict]) -> Optional[list]:
+    """Task label id for each of the model's output ids, when the model's ``id2label``
+    names the task's labels in another order (e.g. an MNLI model fine-tuned with
+    Hugging Face ``datasets``: entailment, neutral, contradiction). None: same order."""
+    if not task.label_names or not id2label:
+        return None
+    names = [str(id2label[i]) for i in range(len(id2label))]
+    if sorted(names) != sorted(task.label_names) or names == list(task.label_names):
+        return None
+    return [task.label_names.index(n) for n in names]
+
+
+# ---------------------------------------------------------------------- metrics
+# Fractions, not percent. A metric the data leaves undefined (0/0: precision with no
+# positive prediction, a correlation with a constant side) is None, never a number
+# that reads as a score; the dicts below then carry "notes": {metric: why}
+# (evaluate.py prints "n/a (why)", JSON null).
+def accuracy(labels, predictions) -> float:
+    labels, predictions = _paired(labels, predictions)
+    return float((labels == predictions).mean())
+
+
+def confusion(labels, predictions, positive=1) -> dict:
+    """Counts of true/false positives/negatives for class ``positive``."""
+    labels, predictions = _paired(labels, predictions)
+    yes, true = predictions == positive, labels == positive
+    return {"tp": int((yes & true).sum()), "fp": int((yes & ~true).sum()),
+            "fn": int((~yes & true).sum()), "tn": int((~yes & ~true).sum())}
+
+
+def precision(labels, predictions, positive=1) -> Optional[float]:
+    """None when ``positive`` is never predicted."""
+    c = confusion(labels, predictions, positive)
+    return c["tp"] / (c["tp"] + c["fp"]) if c["tp"] + c["fp"] else None
+
+
+def recall(labels, predictions, positive=1) -> Optional[float]:
+    """None when no label is ``positive``."""
+    c = confusion(labels, predictions, positive)
+    return c["tp"] / (c["tp"] + c["fn"]) if c["tp"] + c["fn"] else None
+
+
+def f1_score(labels, predictions, positive=1) -> Optional[float]:
+    """F1 of class ``positive``, 2tp / (2tp + fp + fn): 0 when it is predicted or true but never
+    both; None when it is never predicted and never true."""
+    c = confusion(labels, predictions, positive)
+    return 2 * c["tp"] / (2 * c["tp"] + c["fp"] + c["fn"]) if c["tp"] + c["fp"] + c["fn"] else None
+
+
+def matthews_corrcoef(labels, predictions) -> Optional[float]:
+    """Binary Matthews correlation (tp*tn - fp*fn) / sqrt(...); None when a margin is empty:
+    one class predicted for everything, or only one class in the labels (GLUE's scorer,
+    sklearn, counts that as 0)."""
+    c = {k: float(v) for k, v in confusion(labels, predictions).items()}
+    tp, tn, fp, fn = c["tp"], c["tn"], c["fp"], c["fn"]
+    denominator = math.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
+    return (tp * tn - fp * fn) / denominator if denominator else None
+
+
+def pearson(labels, predictions) -> Optional[float]:
+    """None when either side is constant: a correlation is then undefined."""
+    return _correlation("pearsonr", labels, predictions)
+
+
+def spearman(labels, predictions) -> Optional[float]:
+    """Pearson correlation of the ranks; ties get their average rank. None as ``pearson``."""
+    return _correlation("spearmanr", labels, predictions)
+
+
+def _correlation(name, labels, predictions):
+    import scipy.stats   # scipy comes with MindSpore; imported here to keep this module light
+    labels, predictions = _paired(labels, predictions, float)
+    if labels.size < 2 or np.ptp(labels) == 0 or np.ptp(predictions) == 0:
+        return None
+    return float(getattr(scipy.stats, name)(labels, predictions)[0])
+
+
+def undefined_note(name, labels, predictions, positive=1) -> str:
+    """Why metric ``name`` is None on these labels and predictions, for the reader."""
+    labels, predictions = np.asarray(labels), np.asarray(predictions)
+    if name == "precision":
+        return f"no positive predictions (label {positive})"
+    if name == "recall":
+        return f"no positive labels (label {positive})"
+    if name == "f1":
+        return f"no positive labels or predictions (label {positive})"
+    if name == "matthews":
+        if len(np.unique(predictions)) < 2:
+            return "one class predicted for every example"
+        return "one class in every label"
+    if labels.size < 2:                                       # pearson, spearman
+        return "fewer than 2 examples"
+    return "constant predictions" if np.ptp(predictions) == 0 else "constant labels"
+
+
+def _noted(metrics, labels, predictions):
+    """``metrics`` with "notes": {name: why} for each undefined one (no key when none is)."""
+    notes = {name: undefined_note(name, labels, predictions) for name, value in metrics.items() if value is None}
+    if notes:
+        metrics["notes"] = notes
+    return metrics
+
+
+def _paired(labels, predictions, dtype=None):
+    labels, predictions = np.asarray(labels, dtype), np.asarray(predictions, dtype)
+    if labels.shape != predictions.shape or labels.ndim != 1 or labels.size == 0:
+        raise ValueError(f"need as many predictions as labels, got {predictions.shape} vs {labels.shape}")
+    return labels, predictions
+
+
+METRICS = {"accuracy": accuracy, "f1": f1_score, "matthews": matthews_corrcoef,
+           "pearson": pearson, "spearman": spearman}
+
+
+def compute_metrics(task: Task, labels, predictions) -> dict:
+    """GLUE's metrics for ``task`` plus ``examples`` (and ``notes`` for undefined ones)."""
+    out = {name: METRICS[name](labels, predictions) for name in task.metrics}
+    out["examples"] = len(labels)
+    return _noted(out, labels, predictions)
+
+
+def binary_metrics(labels, predictions, positive=1) -> dict:
+    """Accuracy, F1, precision, recall (for ``positive``), the confusion matrix and ``examples``
+    (and ``notes`` for undefined ones)."""
+    out = {"accuracy": accuracy(labels, predictions), "f1": f1_score(labels, predictions, positive),
+           "precision": precision(labels, predictions, positive), "recall": recall(labels, predictions, positive),
+           "confusion": confusion(labels, predictions, positive), "examples": len(labels)}
+    return _noted(out, labels, predictions)
+
+
+def selection_score(task: Task, metrics: dict) -> float:
+    """The number train.py keeps the best model by: the task's first metric. An
+    undefined one (None: constant predictions, say) ranks as the worst, -1."""
+    score = metrics[task.metrics[0]]
+    return score if score is not None and math.isfinite(score) else -1.0
+
+
+def evaluation_metrics(task: Task, labels, logits) -> dict:
+    """What train.py logs and evaluate.py reports, from the model's raw outputs
+    ``[N, num_labels]`` (columns in the task's label order): GLUE's metrics for the
+    task. Binary tasks also get the confusion matrix, and those whose label 1 is a
+    positive class (``Task.positive_class``) accuracy, F1, precision and recall of label 1,
+    as albert_min has always reported for SST-2."""
+    logits = np.asarray(logits)
+    if task.is_regression:
+        return compute_metrics(task, labels, logits[:, 0])
+    predictions = logits.argmax(-1)
+    metrics = {k: v for k, v in compute_metrics(task, labels, predictions).items() if k != "notes"}
+    if logits.shape[1] == 2:
+        extras = binary_metrics(labels, predictions) if task.positive_class else \
+            {"confusion": confusion(labels, predictions)}
+        metrics.update({k: v for k, v in extras.items() if k not in metrics and k != "notes"})
+    return _noted(metrics, labels, predictions)

@@ -1,0 +1,114 @@
+"""The resumable training state ``<output>.state``: weights, optimizer moments, the loop's
+counters (``state.json``), the run's settings and the fingerprints of its inputs, and the
+tokenizer it trained (so a resume never trains it again).
+
+``state.json`` is checked against ``STATE_SCHEMA`` and against the optimizer's own step
+count before anything is restored: a hand-edited state is one error naming the key.
+
+Layer: ``albert_min.training``, above ``tasks`` (the layers: ``albert_min/__init__.py``).
+"""
+
+import json
+import os
+import shutil
+
+import mindspore as ms
+
+from ..model.folder import CheckpointError, load_arrays, model_arrays, read_checkpoint, write_checkpoint
+from ..common.json_files import Field, JSONFileError, check_fields, read_json
+from ..common.checksums import sha256_of
+from ..common.safe_output import STATE_KIND, atomic_directory, recover_directory
+
+STATE_FILE = "state.json"
+WEIGHTS_FILE = "model.ckpt"   # always .ckpt (CRC-checked), whatever --format the run's model folder has
+OPTIMIZER_FILE = "optimizer.ckpt"
+TOKENIZER_FILE = "spiece.model"   # the run's tokenizer, kept so that --resume does not train it again
+
+STATE_SCHEMA = {
+    "epoch": Field(int, low=0, high=1 << 31),          # epochs completed
+    "step": Field(int, low=0, high=1 << 40),           # optimizer steps taken
+    "best": Field(float, none=True, required=False),   # best selection score so far (None before any)
+    "history": Field(list, items=dict, required=False),        # one record per evaluation
+    "epoch_losses": Field(list, items=float, required=False),  # this epoch's losses so far (resume inside an epoch)
+    "settings": Field(dict, required=False),           # the run's settings (absent in older states)
+    "inputs": Field(dict, required=False),             # {path: {"size", "sha256"}} of the files the run read
+    "loss_scale": Field(dict, required=False),         # float16 mixed precision: the dynamic loss scale's state
+    "skipped_steps": Field(int, low=0, high=1 << 40, required=False),   # float16: steps skipped for overflow
+}
+RECORD_SCHEMA = {"step": Field(int, low=0, high=1 << 40)}
+LOSS_SCALE_SCHEMA = {"scale": Field(float, low=1.0, high=3.4e38),     # the loss is multiplied by this
+                     "counter": Field(int, low=0, high=1 << 31)}      # finite steps since the scale last grew
+
+
+def file_fingerprint(path) -> dict:
+    """``{"size", "sha256"}`` of a file: what a resume compares to tell that an input changed."""
+    return {"size": os.path.getsize(path), "sha256": sha256_of(path)}
+
+
+def optimizer_state(model, optimizer) -> dict:
+    """The optimizer's own parameters: ``global_step`` and the moments (AdamW's ``adam_m.*`` /
+    ``adam_v.*``, LAMB's ``lamb_m.*`` / ``lamb_v.*``); the learning-rate schedule is rebuilt
+    from the settings, so it is left out."""
+    model_ids = {id(p) for p in model.get_parameters()}
+    return {p.name: p for p in optimizer.get_parameters()
+            if id(p) not in model_ids and p.name != "learning_rate"}
+
+
+def save_training_state(directory, model, optimizer, state: dict, tokenizer_file=None):
+    """Weights, optimizer moments, ``state`` (counters, settings, input fingerprints) and the
+    tokenizer file in one atomic folder."""
+    with atomic_directory(directory, overwrite=True, kind=STATE_KIND) as tmp:
+        write_checkpoint(model_arrays(model), os.path.join(tmp, WEIGHTS_FILE))
+        write_checkpoint({name: p.asnumpy() for name, p in optimizer_state(model, optimizer).items()},
+                         os.path.join(tmp, OPTIMIZER_FILE))
+        if tokenizer_file:
+            shutil.copyfile(tokenizer_file, os.path.join(tmp, TOKENIZER_FILE))
+        with open(os.path.join(tmp, STATE_FILE), "w", encoding="utf-8") as f:
+            json.dump(state, f, indent=2)
+
+
+def read_state(directory) -> dict:
+    """``state.json`` of a training state, checked against ``STATE_SCHEMA`` (CheckpointError if absent)."""
+    path = os.path.join(directory, STATE_FILE)
+    if not os.path.isfile(path):
+        raise CheckpointError(f"no training state to resume in {directory}")
+    state = {"best": None, "history": [], "epoch_losses": [], **read_json(path, STATE_SCHEMA)}
+    for i, record in enumerate(state["history"]):
+        check_fields(path, record, RECORD_SCHEMA, where=f"history[{i}]")
+    if "loss_scale" in state:
+        check_fields(path, state["loss_scale"], LOSS_SCALE_SCHEMA, where="loss_scale")
+    if len(state["epoch_losses"]) > state["step"]:
+        raise JSONFileError(f"{path}: 'epoch_losses' holds {len(state['epoch_losses'])} losses, more than "
+                            f"the {state['step']} steps taken")
+    return state
+
+
+def load_training_state(directory, model, optimizer, recover=True) -> dict:
+    """Restore what ``save_training_state`` wrote; returns the state dict.
+
+    A save that a crash interrupted is first completed or rolled back
+    (``recover_directory``; ``recover=False`` for readers that must not write,
+    e.g. data-parallel workers other than rank 0). Every optimizer tensor must
+    be there, and its step count must be the state's: a resume without the
+    moments, or at another step, would silently be a different run.
+    """
+    if recover:
+        recover_directory(directory)
+    state = read_state(directory)
+    optimizer_path = os.path.join(directory, OPTIMIZER_FILE)
+    saved = read_checkpoint(optimizer_path)
+    wanted = optimizer_state(model, optimizer)
+    missing = sorted(set(wanted) - set(saved))
+    if missing:
+        raise CheckpointError(f"{optimizer_path}: lacks optimizer state {missing[:3]}"
+                              f"{' and more' if len(missing) > 3 else ''}; cannot resume this run exactly")
+    for name, p in wanted.items():
+        if tuple(saved[name].shape) != tuple(p.shape):
+            raise CheckpointError(f"{optimizer_path}: optimizer state {name} does not fit this model")
+    if "global_step" in saved and int(saved["global_step"].reshape(-1)[0]) != state["step"]:
+        raise JSONFileError(f"{os.path.join(directory, STATE_FILE)}: 'step' is {state['step']} but "
+                            f"{optimizer_path} has taken {int(saved['global_step'].reshape(-1)[0])} steps")
+    load_arrays(model, read_checkpoint(os.path.join(directory, WEIGHTS_FILE)), directory)
+    for name, p in wanted.items():
+        p.set_data(ms.Tensor(saved[name]))
+    return state
