@@ -848,7 +848,8 @@ def main():
                     "tests/fixtures/spiece_sst2_2k.model --epochs 1 --batch-size 16` for train.py); `dev16.tsv` "
                     "and `dev32.tsv` are the first rows of ../shared/data/sst2/dev.tsv. The last column is the "
                     "last line printed (stderr on an error, else stdout), then what was checked after the run.\n\n"
-                    f"{len(rows) - len(failing)} of {len(rows)} cases behave as issues 7, 24, 28 and 36 ask"
+                    f"{len(rows) - len(failing)} of {len(rows)} cases behave as asked "
+                    "(one error line naming the file, item or flag, or a correct result)"
                     + (f"; **FAILS**: {', '.join(failing)}" if failing else "") + ".\n\n"
                     "| case | command (shortened) | exit | what it prints |\n|---|---|---|---|\n"
                     + "\n".join(rows) + "\n")
