@@ -7,11 +7,17 @@ The scripts' ``--device`` flag and ``pipeline(device=...)`` come here. A device 
 package cannot run on (a CPU-only build asked for GPU, a GPU build on a machine without CUDA) is
 refused before any work, naming the device and the installed build.
 
-Some of albert_min is for MindSpore's CPU backend only (``applies_cpu_only_parts``): one kernel
-thread (``training.set_cpu_threads``: the CPU dropout masks depend on the thread split), the
-compile cache evaluate.py keeps (``classify.compile_cache``) and the compiled backward kernels
-(``albert_min.kernels``, CPU code called through ``ops.Custom``). Elsewhere MindSpore's own
-kernels and defaults run.
+Some of albert_min is for MindSpore's CPU backend only (``applies_cpu_only_parts``): the number of
+MindSpore kernel threads (``default_cpu_threads``), the compile cache evaluate.py keeps
+(``classify.compile_cache``) and the compiled kernels (``albert_min.kernels``, CPU code called
+through ``ops.Custom``). Elsewhere MindSpore's own kernels and defaults run.
+
+MindSpore's CPU kernels run on 2 threads where the compiled kernels are built (their dropout's
+masks are the same at any thread count), set by $ALBERT_MIN_CPU_THREADS if given; on 1 where
+they are not (``ALBERT_MIN_KERNELS=off``, no compiler): MindSpore's own Dropout draws masks
+that depend on how its threads split the work. Where they are built, denormal numbers are read and
+written as zero on every thread (``kernels.flush_denormals``), as MindSpore's own kernel threads do
+already: otherwise a step's bits depend on which thread runs which part of it.
 
 The device is where a process runs, not a setting of the training run: a run saved on one
 device resumes on another (train.py records no device in the state).
@@ -25,6 +31,7 @@ from .errors import AlbertMinError
 DEVICES = ("CPU", "GPU", "Ascend")   # as mindspore.set_device spells them
 ENVIRONMENT = "ALBERT_MIN_DEVICE"    # the device when none is given
 DEFAULT = "CPU"                      # ... and when that is not set either
+THREADS_ENVIRONMENT = "ALBERT_MIN_CPU_THREADS"   # MindSpore's CPU kernel threads, where the kernels are built
 
 
 class DeviceError(AlbertMinError):
@@ -95,9 +102,26 @@ def current_device():
     return ms.get_context("device_target")
 
 
-def use_device(name=None, cpu_threads=1, flag="device"):
+def default_cpu_threads():
+    """MindSpore's CPU kernel threads for this process: 1 where the compiled kernels are not built
+    (MindSpore's Dropout then decides the masks, and they depend on the thread split); else
+    $ALBERT_MIN_CPU_THREADS, or 2 (1 on a one-core machine). Call after the device is set."""
+    from . import kernels
+    if kernels.built() is None:
+        return 1
+    text = os.environ.get(THREADS_ENVIRONMENT, "").strip()
+    if not text:
+        return min(2, len(os.sched_getaffinity(0)))
+    if not text.isdigit() or not 1 <= int(text) <= 256:
+        raise DeviceError(f"{THREADS_ENVIRONMENT}={text}: not a thread count; give a whole number from 1 to 256 "
+                          f"(or unset {THREADS_ENVIRONMENT} for 2)")
+    return int(text)
+
+
+def use_device(name=None, cpu_threads=None, flag="device"):
     """Run MindSpore on ``name`` (CPU, GPU or Ascend, any case; None: $ALBERT_MIN_DEVICE, else CPU),
-    with the CPU-only parts on CPU (``cpu_threads`` kernel threads). Returns the device.
+    with the CPU-only parts on CPU (``cpu_threads`` kernel threads; None: ``default_cpu_threads()``).
+    Returns the device.
     ``flag`` names ``name`` in messages (a script's "--device").
 
     Call it before the first model or tensor. DeviceError for an unknown device, one this
@@ -117,8 +141,11 @@ def use_device(name=None, cpu_threads=1, flag="device"):
         raise DeviceError(f"{given}: MindSpore's device is already fixed in this process ({current_device()}); "
                           "choose it before the first model or tensor, once per process") from None
     if applies_cpu_only_parts(device):
+        from . import kernels
         from .training import set_cpu_threads
-        set_cpu_threads(cpu_threads)
+        threads = default_cpu_threads() if cpu_threads is None else cpu_threads
+        kernels.flush_denormals()   # before MindSpore's threads start: they inherit it (kernels/backward.cc)
+        set_cpu_threads(threads)
     return device
 
 

@@ -137,7 +137,7 @@ class AlbertEmbeddings(nn.Cell):
         self.position_embeddings = Embedding(config.max_position_embeddings, E, config.initializer_range)
         self.token_type_embeddings = Embedding(config.type_vocab_size, E, config.initializer_range)
         self.LayerNorm = LayerNorm(E, config.layer_norm_eps)
-        self.dropout = nn.Dropout(p=config.hidden_dropout_prob)
+        self.dropout = kernels.dropout(config.hidden_dropout_prob)
 
     def construct(self, input_ids, token_type_ids):
         seq_len = input_ids.shape[1]
@@ -168,9 +168,9 @@ class AlbertAttention(nn.Cell):
         self.query = dense(H, H, config)
         self.key = dense(H, H, config)
         self.value = dense(H, H, config)
-        self.attention_dropout = nn.Dropout(p=config.attention_probs_dropout_prob)
+        self.attention_dropout = kernels.dropout(config.attention_probs_dropout_prob)
         self.dense = dense(H, H, config)
-        self.output_dropout = nn.Dropout(p=config.hidden_dropout_prob)
+        self.output_dropout = kernels.dropout(config.hidden_dropout_prob)
         self.LayerNorm = LayerNorm(H, config.layer_norm_eps)
 
     def split_heads(self, x):
@@ -205,7 +205,7 @@ class AlbertLayer(nn.Cell):
         self.ffn = dense(config.hidden_size, config.intermediate_size, config)
         self.activation = kernels.activation(config.hidden_act, ACT2FN[config.hidden_act])
         self.ffn_output = dense(config.intermediate_size, config.hidden_size, config)
-        self.dropout = nn.Dropout(p=config.hidden_dropout_prob)
+        self.dropout = kernels.dropout(config.hidden_dropout_prob)
         self.full_layer_layer_norm = LayerNorm(config.hidden_size, config.layer_norm_eps)
 
     def construct(self, hidden, additive_mask):
@@ -381,7 +381,7 @@ class AlbertSOPHead(nn.Cell):
 
     def __init__(self, config: AlbertConfig):
         super().__init__()
-        self.dropout = nn.Dropout(p=config.classifier_dropout_prob)
+        self.dropout = kernels.dropout(config.classifier_dropout_prob)
         self.classifier = dense(config.hidden_size, 2, config)
 
     def construct(self, pooled_output):
@@ -417,7 +417,7 @@ class AlbertForSequenceClassification(PreTrainedMixin, nn.Cell):
         super().__init__()
         self.config = config
         self.albert = AlbertModel(config)
-        self.dropout = nn.Dropout(p=config.classifier_dropout_prob)
+        self.dropout = kernels.dropout(config.classifier_dropout_prob)
         self.classifier = dense(config.hidden_size, config.num_labels, config)
 
     def construct(self, input_ids, token_type_ids=None, attention_mask=None):
@@ -471,7 +471,7 @@ class AlbertForTokenClassification(PreTrainedMixin, nn.Cell):
         super().__init__()
         self.config = config
         self.albert = AlbertModel(config, with_pooler=False)
-        self.dropout = nn.Dropout(p=config.classifier_dropout_prob)
+        self.dropout = kernels.dropout(config.classifier_dropout_prob)
         self.classifier = dense(config.hidden_size, config.num_labels, config)
 
     def construct(self, input_ids, token_type_ids=None, attention_mask=None):
@@ -492,7 +492,7 @@ class AlbertForMultipleChoice(PreTrainedMixin, nn.Cell):
         super().__init__()
         self.config = config
         self.albert = AlbertModel(config)
-        self.dropout = nn.Dropout(p=config.classifier_dropout_prob)
+        self.dropout = kernels.dropout(config.classifier_dropout_prob)
         self.classifier = dense(config.hidden_size, 1, config)
 
     def construct(self, input_ids, token_type_ids=None, attention_mask=None):

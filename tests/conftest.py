@@ -1,5 +1,7 @@
 import os
+import shutil
 import sys
+import tempfile
 
 import numpy as np
 import pytest
@@ -13,15 +15,21 @@ import mindspore as ms  # noqa: E402
 
 from albert_min.device import use_device  # noqa: E402
 
-# CPU whatever $ALBERT_MIN_DEVICE says, with one kernel thread as train.py and evaluate.py use there:
-# MindSpore's CPU dropout masks depend on how threads split the work; the tests want the same numbers every run.
+# evaluate.py keeps compiled graphs, and albert_min.kernels its library, in $ALBERT_MIN_CACHE: not the
+# user's ~/.cache during tests. Set before use_device, which builds the kernels to choose the thread count.
+COMPILE_CACHE = tempfile.mkdtemp(prefix="albert_min_test_cache_")
+os.environ["ALBERT_MIN_CACHE"] = COMPILE_CACHE
+
+# CPU whatever $ALBERT_MIN_DEVICE says, with the thread count train.py and evaluate.py use there
+# (2 with the kernels' dropout, whose masks do not depend on it; 1 without).
 use_device("CPU")
 
 
 @pytest.fixture(autouse=True, scope="session")
-def _compile_cache_in_a_temporary_folder(tmp_path_factory):
-    """evaluate.py keeps compiled graphs in $ALBERT_MIN_CACHE: not the user's ~/.cache during tests."""
-    os.environ["ALBERT_MIN_CACHE"] = str(tmp_path_factory.mktemp("compile_cache"))
+def _compile_cache_in_a_temporary_folder():
+    yield
+    os.environ["ALBERT_MIN_CACHE"] = COMPILE_CACHE
+    shutil.rmtree(COMPILE_CACHE, ignore_errors=True)
 
 
 def pytest_configure(config):

@@ -1,8 +1,8 @@
-"""Compiled CPU kernels for the train step's backward pass, and the one place
+"""Compiled CPU kernels for the train step's backward pass and its dropout, and the one place
 that chooses them (see README.md in this folder).
 
-``linear()``, ``layer_norm(eps)``, ``softmax()``, ``batch_matmul()`` and ``activation(name, fn)``
-return what a layer computes with:
+``linear()``, ``layer_norm(eps)``, ``softmax()``, ``batch_matmul()``, ``activation(name, fn)`` and
+``dropout(p)`` return what a layer computes with:
 MindSpore's own ops, or the same forward whose gradient comes from
 ``backward.cc``, compiled on first use (``build.py``). Without a compiler or
 BLAS the layers use MindSpore's ops, after a one-line notice;
@@ -16,7 +16,10 @@ import ctypes
 import os
 import sys
 
+from mindspore import nn
+
 from .build import KernelBuildError, library_path
+from .philox_dropout import DropoutWithKernels
 from .layers import (Activation, BatchMatMul, BatchMatMulWithKernels, GeluNewWithKernels, LayerNorm,
                      LayerNormWithKernels, Linear, LinearWithKernels, Softmax, SoftmaxWithKernels)
 
@@ -58,8 +61,15 @@ def library():
     """Path of the compiled kernels, or None: switched off, inside ``forward_only()``, MindSpore
     runs on GPU or Ascend (the kernels are CPU code: ``device.applies_cpu_only_parts``), or not
     buildable here (noticed once)."""
+    if _FORWARD_ONLY:
+        return None
+    return built()
+
+
+def built():
+    """``library()`` ignoring ``forward_only()``: the kernels' path where this process can use them."""
     from ..device import applies_cpu_only_parts, current_device   # local import, as below
-    if not enabled() or _FORWARD_ONLY or not applies_cpu_only_parts(current_device()):
+    if not enabled() or not applies_cpu_only_parts(current_device()):
         return None
     from ..classify import default_compile_cache      # local import: classify is not needed otherwise
     root = default_compile_cache()
@@ -74,6 +84,21 @@ def library():
             path = None
         _LIBRARY[root] = path
     return _LIBRARY[root]
+
+
+def flush_denormals():
+    """Denormals read and written as zero on this thread and on the threads started from it from now
+    on (``backward.cc``); ``albert_min.device`` calls it before MindSpore starts its threads, so that
+    a computation gives the same bits on whichever thread runs it. Returns False (and changes
+    nothing) where the kernels are not built."""
+    path = built()
+    if not path:
+        return False
+    import numpy as np
+    for dtype in (np.float16, np.float32, np.float64, np.longdouble):
+        np.finfo(dtype)   # NumPy measures (and caches) each type's smallest subnormal: before, not after
+    ctypes.CDLL(path).flush_denormals()
+    return True
 
 
 def set_blas_threads(threads):
@@ -114,10 +139,18 @@ def batch_matmul(transpose_b=False):
     return BatchMatMulWithKernels(path, transpose_b) if path else BatchMatMul(transpose_b)
 
 
+def dropout(p):
+    """The Cell for dropout with probability ``p``: masks from (seed, step, call, element) through
+    ``dropout.cc``, the same at any thread count (``philox_dropout.py``), or ``nn.Dropout``."""
+    path = library()
+    return DropoutWithKernels(p, path) if path else nn.Dropout(p=p)
+
+
 def use_mindspore_ops(model):
     """Swap every compiled-kernel layer inside ``model`` for the MindSpore-ops layer with the same
     forward. The kernels compute in float32 only (OpenBLAS ``sgemm``), so mixed precision runs
-    on MindSpore's ops (albert_min.mixed_precision)."""
+    on MindSpore's ops (albert_min.mixed_precision). The dropout kernel stays: it casts a float16
+    input to float32 and back, and its masks do not depend on MindSpore's thread count."""
     plain = {LinearWithKernels: lambda c: Linear(), LayerNormWithKernels: lambda c: LayerNorm(c.eps),
              SoftmaxWithKernels: lambda c: Softmax(), BatchMatMulWithKernels: lambda c: BatchMatMul(c.transpose_b),
              GeluNewWithKernels: lambda c: Activation(c.fn)}
@@ -128,6 +161,13 @@ def use_mindspore_ops(model):
     return model
 
 
+def uses_kernels(model) -> bool:
+    """Does any layer of ``model`` compute with the compiled kernels (dropout included)?"""
+    kinds = (LinearWithKernels, LayerNormWithKernels, SoftmaxWithKernels, BatchMatMulWithKernels,
+             GeluNewWithKernels, DropoutWithKernels)
+    return any(isinstance(cell, kinds) for _, cell in model.cells_and_names())
+
+
 def activation(name, fn):
     """``fn``, the activation called ``name`` in the config, or a Cell computing it whose gradient
     comes from the kernels (``gelu_new``, the one the ALBERT models use)."""
@@ -135,5 +175,5 @@ def activation(name, fn):
     return GeluNewWithKernels(fn, path) if path and name == "gelu_new" else fn
 
 
-__all__ = ["KernelBuildError", "enabled", "forward_only", "library", "linear", "layer_norm", "softmax", "batch_matmul",
-           "activation", "set_blas_threads", "set_kernel_threads", "use_mindspore_ops"]
+__all__ = ["KernelBuildError", "enabled", "forward_only", "library", "built", "linear", "layer_norm", "softmax",
+           "batch_matmul", "activation", "dropout", "uses_kernels", "flush_denormals", "set_blas_threads", "set_kernel_threads", "use_mindspore_ops"]
