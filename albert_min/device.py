@@ -79,7 +79,7 @@ def chosen_device(name=None, flag="device"):
 
 
 def applies_cpu_only_parts(device) -> bool:
-    """Whether one kernel thread, the compile cache and the compiled kernels apply on ``device``."""
+    """Whether the thread count, the compile cache and the compiled kernels apply on ``device``."""
     return device == "CPU"
 
 

@@ -121,7 +121,7 @@ def build_model(task, config, settings):
 def train_run(settings, resume=False, force=False):
     """Run ``settings`` (a RunConfig) to the end; returns the Trainer's final state."""
     from .device import use_device
-    use_device(settings.device)   # before msrun's init(); on CPU one kernel thread: same seed, same run
+    use_device(settings.device)   # before msrun's init(); on CPU the thread count the kernels' dropout allows
     import mindspore as ms
     from .mixed_precision import check_device
     check_device(settings.training.amp, settings.training.amp_dtype, ms.get_context("device_target"))

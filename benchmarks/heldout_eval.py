@@ -35,7 +35,7 @@ def main():
     print(f"machine load before: {os.getloadavg()[0]:.2f} (1-min average), {os.cpu_count()} CPUs", flush=True)
     os.environ.setdefault("GLOG_v", "3")
     from albert_min.device import use_device
-    use_device("CPU")   # as train.py: one kernel thread
+    use_device("CPU")   # as train.py
     from albert_min import pretraining
     from albert_min.modeling import AlbertForPreTraining
     from tokenizer import AlbertTokenizer
