@@ -86,7 +86,7 @@ def worker(variant, model_dir, data, cache, threads, logits_path):
     ms.set_device("CPU")
     from albert_min.training import set_cpu_threads
     set_cpu_threads(threads)
-    from albert_min import glue, kernels
+    from albert_min import glue
     from albert_min.checkpoint import load_model_dir, training_max_length
     from albert_min.classify import compile_cache, predict_logits
     from albert_min.config import load_config
@@ -99,8 +99,7 @@ def worker(variant, model_dir, data, cache, threads, logits_path):
     registered = get_task("sst2")
     examples = registered.read(data)
     lap("read")
-    with kernels.forward_only():     # as evaluate.py builds it
-        model = AlbertForSequenceClassification(load_config(model_dir))
+    model = AlbertForSequenceClassification(load_config(model_dir))   # as evaluate.py builds it
     lap("build")
     load_model_dir(model, model_dir)
     lap("load")

@@ -1,4 +1,4 @@
-"""Compiled CPU kernels for the train step's backward pass and its dropout, and the one place
+"""Compiled CPU kernels for ALBERT's layers (forward, gradient and dropout), and the one place
 that chooses them (see README.md in this folder).
 
 ``linear()``, ``layer_norm(eps)``, ``softmax()``, ``batch_matmul()``, ``activation(name, fn)`` and
@@ -6,8 +6,8 @@ that chooses them (see README.md in this folder).
 MindSpore's own ops, or the same forward whose gradient comes from
 ``backward.cc``, compiled on first use (``build.py``). Without a compiler or
 BLAS the layers use MindSpore's ops, after a one-line notice;
-``ALBERT_MIN_KERNELS=off`` asks for them, and so does ``forward_only()`` for the
-layers built inside it (a model that only predicts); they are used on CPU only
+``ALBERT_MIN_KERNELS=off`` asks for them, and so does ``mindspore_ops()`` for the
+layers built inside it (a model exported to MindIR); they are used on CPU only
 (``albert_min.device``).
 """
 
@@ -32,7 +32,7 @@ BLAS_THREADS = 1
 # The kernels' own use of the second core (helper.h: a helper thread that sleeps between
 # calls, each output computed by one thread, so any count gives the same bits).
 KERNEL_THREADS = min(2, len(os.sched_getaffinity(0)))
-_FORWARD_ONLY = False   # True inside forward_only()
+_MINDSPORE_OPS = False   # True inside mindspore_ops()
 
 
 def enabled() -> bool:
@@ -41,33 +41,28 @@ def enabled() -> bool:
 
 
 @contextlib.contextmanager
-def forward_only():
-    """Layers built inside use MindSpore's own ops and never build or load the kernels.
-
-    In inference the kernel layers run MindSpore's own forward (layers.py: the kernels are
-    the gradients, and LayerNorm's forward in training), so a model that only predicts
-    (evaluate.py) would pay for nothing:
-    on a machine's first run, a g++ build of 4-8 s (docs/speed.md, "evaluate.py start-up").
-    """
-    global _FORWARD_ONLY
-    saved, _FORWARD_ONLY = _FORWARD_ONLY, True
+def mindspore_ops():
+    """Layers built inside use MindSpore's own ops and never build or load the kernels: a graph
+    exported to MindIR (albert_min.export) must run where albert_min's library is not."""
+    global _MINDSPORE_OPS
+    saved, _MINDSPORE_OPS = _MINDSPORE_OPS, True
     try:
         yield
     finally:
-        _FORWARD_ONLY = saved
+        _MINDSPORE_OPS = saved
 
 
 def library():
-    """Path of the compiled kernels, or None: switched off, inside ``forward_only()``, MindSpore
+    """Path of the compiled kernels, or None: switched off, inside ``mindspore_ops()``, MindSpore
     runs on GPU or Ascend (the kernels are CPU code: ``device.applies_cpu_only_parts``), or not
     buildable here (noticed once)."""
-    if _FORWARD_ONLY:
+    if _MINDSPORE_OPS:
         return None
     return built()
 
 
 def built():
-    """``library()`` ignoring ``forward_only()``: the kernels' path where this process can use them."""
+    """``library()`` ignoring ``mindspore_ops()``: the kernels' path where this process can use them."""
     from ..device import applies_cpu_only_parts, current_device   # local import, as below
     if not enabled() or not applies_cpu_only_parts(current_device()):
         return None
@@ -175,5 +170,5 @@ def activation(name, fn):
     return GeluNewWithKernels(fn, path) if path and name == "gelu_new" else fn
 
 
-__all__ = ["KernelBuildError", "enabled", "forward_only", "library", "built", "linear", "layer_norm", "softmax",
+__all__ = ["KernelBuildError", "enabled", "mindspore_ops", "library", "built", "linear", "layer_norm", "softmax",
            "batch_matmul", "activation", "dropout", "uses_kernels", "flush_denormals", "set_blas_threads", "set_kernel_threads", "use_mindspore_ops"]
