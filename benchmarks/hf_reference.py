@@ -57,9 +57,7 @@ def train(args):
     losses = []
     for step in range(args.steps):
         rows = order[step * args.batch_size:(step + 1) * args.batch_size]
-        batch = tokenizer.pad({"input_ids": [encoded["input_ids"][i] for i in rows],
-                               "token_type_ids": [encoded["token_type_ids"][i] for i in rows],
-                               "attention_mask": [encoded["attention_mask"][i] for i in rows]}, return_tensors="pt")
+        batch = tokenizer.pad({key: [encoded[key][i] for i in rows] for key in encoded}, return_tensors="pt")
         loss = model(**batch, labels=torch.tensor([labels[i] for i in rows])).loss
         optimizer.zero_grad()
         loss.backward()

@@ -46,15 +46,15 @@ def parse_args(argv=None):
     return p.parse_args(argv)
 
 
-def timed(command, env=None):
-    """Seconds of one whole process, and the JSON object that ends its output (None if none)."""
+def timed(command, env=None, output=True):
+    """Seconds of one whole process, and (``output``) the JSON object that ends its output."""
     start = time.perf_counter()
     proc = subprocess.run(command, cwd=ROOT, env=dict(os.environ, **(env or {})), capture_output=True, text=True)
     seconds = time.perf_counter() - start
     if proc.returncode:
         sys.exit(f"error: {' '.join(command)} failed:\n{proc.stderr[-2000:]}")
     start = proc.stdout.find("{")          # evaluate.py --json and hf_reference.py end with one JSON object
-    return seconds, json.loads(proc.stdout[start:]) if start >= 0 else None
+    return seconds, json.loads(proc.stdout[start:]) if output else None
 
 
 def evaluate_rows(args, tmp, rows):
@@ -102,7 +102,7 @@ def train_rows(args, tmp, rows):
         out_ours, out_ref = os.path.join(tmp, f"ours{rep}"), os.path.join(tmp, f"ref{rep}")
         seconds, _ = timed([sys.executable, "train.py", "--init", MODEL, "--train", train, "--epochs", "1",
                             "--batch-size", "64", "--max-length", "64", "--lr", "2e-5", "--output", out_ours,
-                            "--quiet"], {"ALBERT_MIN_CACHE": os.path.join(tmp, "cache")})
+                            "--quiet"], {"ALBERT_MIN_CACHE": os.path.join(tmp, "cache")}, output=False)
         times["ours"].append(seconds)
         seconds, out = timed([sys.executable, os.path.join(HERE, "hf_reference.py"), "train", hf, train, out_ref,
                               "--steps", str(args.train_steps), "--batch-size", "64", "--max-length", "64"])
@@ -139,9 +139,11 @@ def main(argv=None):
         print(json.dumps({"uptime_before": before, "uptime_after": uptime(), "rows": rows}, indent=2))
         return
     print(f"uptime before: {before}\nmedian of {args.repeats}, seconds per whole process (imports included)")
-    print(f"{'what':<52} {'ours':>8} {'torch':>8} {'ratio':>6}")
+    print(f"{'what':<52} {'ours':>8} {'torch':>8} {'ratio':>6}  ours / torch")
     for r in rows:
-        print(f"{r['what']:<52} {r['ours']:>8.2f} {r['reference']:>8.2f} {r['ratio']:>6.2f}")
+        check = r.get("accuracy") or r.get("mean_loss")
+        shown = f"{'accuracy' if 'accuracy' in r else 'mean loss'} {check['ours']:.4f} / {check['reference']:.4f}"
+        print(f"{r['what']:<52} {r['ours']:>8.2f} {r['reference']:>8.2f} {r['ratio']:>6.2f}  {shown}")
     print(f"uptime after: {uptime()}")
 
 
