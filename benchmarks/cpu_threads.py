@@ -51,6 +51,9 @@ def worker(code_root):
     mask[::2, 24:] = 0
     tensors = [ms.Tensor(a) for a in (ids, np.zeros_like(ids), mask, rng.integers(0, 2, 64).astype(np.int32))]
     training.reseed_dropout(model, 42, 0)
+    if os.environ.get("KERNEL_THREADS"):              # the kernels' own helper thread (helper.h) on or off
+        from albert_min import kernels
+        kernels.set_kernel_threads(int(os.environ["KERNEL_THREADS"]))
     threads = training.cpu_threads() if hasattr(training, "cpu_threads") else 1   # older checkouts: 1
     print(json.dumps({"ready": True, "threads": threads}), flush=True)
     for n, _ in enumerate(sys.stdin):
@@ -67,8 +70,9 @@ def parse_args():
     p.add_argument("--repeats", type=int, default=15, help="timed steps per column; the median is reported")
     p.add_argument("--before", help="an older checkout (a folder with albert_min/) to time as the first column")
     p.add_argument("--worker", help=argparse.SUPPRESS)   # a column's process: the albert_min folder to import
-    p.add_argument("--columns", default="kernels@1,kernels@2,ops@1",
-                   help="this checkout's columns, of kernels@1, kernels@2, ops@1")
+    p.add_argument("--columns", default="kernels@1;kernels@2;ops@1",
+                   help="this checkout's columns, of kernels@1, kernels@2, ops@1 and 'kernels@1,helper off', "
+                        "'kernels@2,helper off' (the kernels' own helper thread off)")
     return p.parse_args()
 
 
@@ -95,9 +99,11 @@ def main():
     if args.worker:
         return worker(args.worker)
     environments = {"kernels@1": {"ALBERT_MIN_CPU_THREADS": "1"}, "kernels@2": {"ALBERT_MIN_CPU_THREADS": "2"},
-                    "ops@1": {"ALBERT_MIN_KERNELS": "off"}}
+                    "ops@1": {"ALBERT_MIN_KERNELS": "off"},
+                    "kernels@1,helper off": {"ALBERT_MIN_CPU_THREADS": "1", "KERNEL_THREADS": "1"},
+                    "kernels@2,helper off": {"ALBERT_MIN_CPU_THREADS": "2", "KERNEL_THREADS": "1"}}
     columns = ([("before", args.before, {})] if args.before else []) + \
-        [(name, ROOT, environments[name]) for name in args.columns.split(",")]
+        [(name, ROOT, environments[name]) for name in args.columns.split(";")]
     print(f"uptime before: {uptime()}")
     workers = []
     for name, code, env in columns:               # one at a time: compiles do not overlap
@@ -116,12 +122,12 @@ def main():
         process.wait()
     first = None
     print(f"sst2-small train step, batch 64, seq 32, median of {args.repeats} (ms per step)")
-    print(f"{'column':<10} {'threads':>7} {'wall':>9} {'CPU':>9} {'first/this':>11}  first loss")
+    print(f"{'column':<22} {'threads':>7} {'wall':>9} {'CPU':>9} {'first/this':>11}  first loss")
     for name, _, threads in workers:
         wall = 1000 * sorted(w for w, _ in times[name])[len(times[name]) // 2]
         cpu = 1000 * sorted(c for _, c in times[name])[len(times[name]) // 2]
         first = first or wall
-        print(f"{name:<10} {threads:>7} {wall:>9.1f} {cpu:>9.1f} {first / wall:>11.2f}  {losses[name]:.6f}")
+        print(f"{name:<22} {threads:>7} {wall:>9.1f} {cpu:>9.1f} {first / wall:>11.2f}  {losses[name]:.6f}")
     print(f"uptime after: {uptime()}")
 
 
