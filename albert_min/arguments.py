@@ -85,8 +85,9 @@ def use_device_flag(device):
     before any work (``device.use_device``); returns the device. A device this MindSpore cannot run
     on, or a bad $ALBERT_MIN_DEVICE, is one ``error:`` line and exit 2, as a bad flag."""
     from .common.device import DeviceError, use_device
+    from .model import kernels
     try:
-        return use_device(device, flag="--device")
+        return use_device(device, flag="--device", cpu_setup=kernels.prepare_cpu)
     except DeviceError as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)

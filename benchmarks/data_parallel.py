@@ -10,8 +10,8 @@ stopped by ``--max-minutes``. Prints the steps each made and train.py's
 steps/s, and their ratio (above 1: the 2 workers take more steps in the same
 time). The model folders go to a temporary folder that is removed after.
 
-Why it can help on 2 cores: train.py runs MindSpore with one kernel thread
-(reproducible dropout masks; see ``set_cpu_threads``), and one process keeps
+Why it can help on 2 cores: train.py ran MindSpore with one kernel thread
+(reproducible dropout masks; 2 since the kernels' dropout, issue 38), and one process keeps
 the second core only partly busy. Two workers split each batch and keep both
 busy. In pre-training each worker also scores its share of the held-out
 batches, so the evaluation after the last step (``eval_s`` in its record) is

@@ -87,7 +87,6 @@ def worker(variant, model_dir, data, cache, threads, logits_path):
     from albert_min.common.device import set_cpu_threads
     set_cpu_threads(threads)
     from albert_min.tasks import glue_benchmark as glue
-    from albert_min.model import kernels
     from albert_min.model.folder import load_model_dir, training_max_length
     from albert_min.tasks.classify import compile_cache, predict_logits
     from albert_min.model.config import load_config
@@ -100,8 +99,7 @@ def worker(variant, model_dir, data, cache, threads, logits_path):
     registered = get_task("sst2")
     examples = registered.read(data)
     lap("read")
-    with kernels.forward_only():     # as evaluate.py builds it
-        model = AlbertForSequenceClassification(load_config(model_dir))
+    model = AlbertForSequenceClassification(load_config(model_dir))   # as evaluate.py builds it
     lap("build")
     load_model_dir(model, model_dir)
     lap("load")

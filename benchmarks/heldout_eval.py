@@ -35,7 +35,8 @@ def main():
     print(f"machine load before: {os.getloadavg()[0]:.2f} (1-min average), {os.cpu_count()} CPUs", flush=True)
     os.environ.setdefault("GLOG_v", "3")
     from albert_min.common.device import use_device
-    use_device("CPU")   # as train.py: one kernel thread
+    from albert_min.model import kernels
+    use_device("CPU", cpu_setup=kernels.prepare_cpu)   # as train.py
     from albert_min.tasks import pretraining_objectives as pretraining
     from albert_min.model.heads import AlbertForPreTraining
     from tokenizer import AlbertTokenizer

@@ -23,8 +23,9 @@ activation module and their backward functions), dropout, grad clipping
 clip_grad_norm_), optimizer, albert_min kernels (every ``Custom`` op of
 albert_min/model/kernels, whichever layer's gradient it computes: --shapes tells
 them apart by their inputs), other. "sum of ops" against the wall times
-shows the time between ops and what the profilers add. MindSpore runs 1
-kernel thread (``set_cpu_threads``), torch --torch-threads. The machine is
+shows the time between ops and what the profilers add. MindSpore runs
+albert_min's thread count (``albert_min.common.device``: 1, or $ALBERT_MIN_CPU_THREADS with
+the kernels), torch --torch-threads. The machine is
 shared: ``uptime`` is printed before and after.
 torch and transformers are dev-time tools, never imported by albert_min.
 """
@@ -269,15 +270,16 @@ def main():
     args = parse_args()
     import mindspore as ms
     import torch
+    from albert_min.model import kernels
     from albert_min.model.config import AlbertConfig
-    from albert_min.common.device import use_device
-    use_device("CPU", cpu_threads=1)
+    from albert_min.common.device import cpu_threads, use_device
+    use_device("CPU", cpu_setup=kernels.prepare_cpu)
     torch.set_num_threads(args.torch_threads)
     info = {"uptime_before": uptime(), "machine": f"{os.cpu_count()} cores, shared with other jobs",
-            "steps": args.steps, "ms_threads": 1, "torch_threads": args.torch_threads,
+            "steps": args.steps, "ms_threads": cpu_threads(), "torch_threads": args.torch_threads,
             "mindspore": ms.__version__, "torch": torch.__version__}
     if not args.json:
-        print(f"MindSpore {ms.__version__} (1 kernel thread), torch {torch.__version__} ({args.torch_threads} "
+        print(f"MindSpore {ms.__version__} ({info['ms_threads']} kernel threads), torch {torch.__version__} ({args.torch_threads} "
               f"thread), {args.steps} steps each; {info['machine']}: timings move with its load\n"
               f"uptime before: {info['uptime_before']}")
     cases = [("sst2-small train step", AlbertConfig.from_json_file(os.path.join(MODEL, "config.json")), 64, 32)]

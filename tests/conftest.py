@@ -1,5 +1,7 @@
 import os
+import shutil
 import sys
+import tempfile
 
 import numpy as np
 import pytest
@@ -12,16 +14,23 @@ sys.path.insert(0, ROOT)
 import mindspore as ms  # noqa: E402
 
 from albert_min.common.device import use_device  # noqa: E402
+from albert_min.model import kernels  # noqa: E402
 
-# CPU whatever $ALBERT_MIN_DEVICE says, with one kernel thread as train.py and evaluate.py use there:
-# MindSpore's CPU dropout masks depend on how threads split the work; the tests want the same numbers every run.
-use_device("CPU")
+# evaluate.py keeps compiled graphs, and albert_min.kernels its library, in $ALBERT_MIN_CACHE: not the
+# user's ~/.cache during tests. Set before use_device, which builds the kernels to choose the thread count.
+COMPILE_CACHE = tempfile.mkdtemp(prefix="albert_min_test_cache_")
+os.environ["ALBERT_MIN_CACHE"] = COMPILE_CACHE
+
+# CPU whatever $ALBERT_MIN_DEVICE says, set up as train.py and evaluate.py set it (the kernels built,
+# denormals as zero; 1 MindSpore thread, or $ALBERT_MIN_CPU_THREADS where the kernels are built).
+use_device("CPU", cpu_setup=kernels.prepare_cpu)
 
 
 @pytest.fixture(autouse=True, scope="session")
-def _compile_cache_in_a_temporary_folder(tmp_path_factory):
-    """evaluate.py keeps compiled graphs in $ALBERT_MIN_CACHE: not the user's ~/.cache during tests."""
-    os.environ["ALBERT_MIN_CACHE"] = str(tmp_path_factory.mktemp("compile_cache"))
+def _compile_cache_in_a_temporary_folder():
+    yield
+    os.environ["ALBERT_MIN_CACHE"] = COMPILE_CACHE
+    shutil.rmtree(COMPILE_CACHE, ignore_errors=True)
 
 
 def pytest_configure(config):

@@ -60,6 +60,9 @@ def test_shared_layer_is_stored_once(classifier_mindir):
     assert stored == sum(p.asnumpy().nbytes for p in model.get_parameters())
     size, ckpt = os.path.getsize(classifier_mindir), os.path.getsize(os.path.join(SST2_SMALL, "model.ckpt"))
     assert size < 1.1 * ckpt, (size, ckpt)
+    # MindSpore's own ops only (kernels.mindspore_ops): the file runs where albert_min's kernels are not
+    op_types = {node.op_type for node in proto.graph.node}
+    assert any("MatMul" in t for t in op_types) and not any("Custom" in t for t in op_types), op_types
 
 
 def test_metadata_names_the_producer_labels_and_max_length(classifier_mindir):

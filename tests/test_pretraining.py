@@ -14,6 +14,7 @@ from conftest import ROOT
 
 sys.path.insert(0, ROOT)
 import train  # noqa: E402
+from albert_min.model import kernels as albert_kernels  # noqa: E402
 from albert_min.tasks import pretraining_objectives as pretraining  # noqa: E402
 from albert_min.training.trainer import Trainer  # noqa: E402
 from albert_min.model.config import AlbertConfig, ConfigError, SHARING_STRATEGIES  # noqa: E402
@@ -349,16 +350,23 @@ def test_bias_corrected_schedule_makes_adamweightdecay_follow_adam():
     assert abs(factor[0] - np.sqrt(1 - b2) / (1 - b1)) < 1e-6 and abs(factor[-1] - 0.795) < 1e-3
 
 
-def test_a_model_without_dropout_keeps_its_compiled_step_across_saves():
-    """No masks to reseed, so no recompile at each saved state (each costs memory MindSpore keeps)."""
-    from albert_min.training.step import uses_dropout
+@pytest.mark.parametrize("kernels", ["on", "off"])
+def test_a_model_without_mindspores_dropout_keeps_its_compiled_step_across_saves(kernels, monkeypatch):
+    """MindSpore's dropout is reseeded by recompiling at each saved state (each recompile costs memory
+    MindSpore keeps); without dropout, or with the kernels' dropout (masks from seed, step and call:
+    nothing to reseed), the compiled step is kept."""
+    from albert_min.training.step import reseeds_by_recompiling, uses_dropout
+    monkeypatch.setenv("ALBERT_MIN_KERNELS", kernels)
+    if kernels == "on" and albert_kernels.library() is None:
+        pytest.skip("the kernels cannot be built here")
     sizes = dict(vocab_size=40, embedding_size=8, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
                  intermediate_size=24)
     assert uses_dropout(AlbertForPreTraining(AlbertConfig(**sizes)))
+    assert reseeds_by_recompiling(AlbertForPreTraining(AlbertConfig(**sizes))) == (kernels == "off")
     quiet = AlbertConfig(**sizes, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, classifier_dropout_prob=0.0)
-    assert not uses_dropout(AlbertForPreTraining(quiet))
+    assert not uses_dropout(AlbertForPreTraining(quiet)) and not reseeds_by_recompiling(AlbertForPreTraining(quiet))
     from types import SimpleNamespace
-    for config, kept in ((quiet, True), (AlbertConfig(**sizes), False)):
+    for config, kept in ((quiet, True), (AlbertConfig(**sizes), kernels == "on")):
         compiled = object()
         trainer = SimpleNamespace(model=AlbertForPreTraining(config), train_step=compiled, loss_scaler=None,
                                   parallel=SimpleNamespace(writes=False))   # a worker that does not write

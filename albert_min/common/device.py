@@ -7,11 +7,23 @@ The scripts' ``--device`` flag and ``pipeline(device=...)`` come here. A device 
 package cannot run on (a CPU-only build asked for GPU, a GPU build on a machine without CUDA) is
 refused before any work, naming the device and the installed build.
 
-Some of albert_min is for MindSpore's CPU backend only (``applies_cpu_only_parts``): one kernel
-thread (``set_cpu_threads``: the CPU dropout masks depend on the thread split), the
-compile cache evaluate.py keeps (``classify.compile_cache``) and the compiled backward kernels
-(``albert_min.model.kernels``, CPU code called through ``ops.Custom``). Elsewhere MindSpore's own
-kernels and defaults run.
+Some of albert_min is for MindSpore's CPU backend only (``applies_cpu_only_parts``): the number of
+MindSpore kernel threads (``default_cpu_threads``), the compile cache evaluate.py keeps
+(``classify.compile_cache``) and the compiled kernels (``albert_min.model.kernels``, CPU code called
+through ``ops.Custom``). Elsewhere MindSpore's own kernels and defaults run.
+
+MindSpore's CPU kernels run on 1 thread by default: a second one was measured slower on the
+shared 2-core machine under load (benchmarks/cpu_threads.py: train step 0.72-0.86x, evaluate.py
+7.8-9.4 s against 6.0-8.3 s). $ALBERT_MIN_CPU_THREADS sets another count where the compiled kernels
+are built: their dropout's masks are the same at any thread count, so a run gives the same bits.
+Where they are not (``ALBERT_MIN_KERNELS=off``, no compiler) it stays 1: MindSpore's own Dropout
+draws masks that depend on how its threads split the work. Where they are built, denormal numbers
+are read and written as zero on every thread (``kernels.prepare_cpu``), as MindSpore's own kernel
+threads do already: otherwise a step's bits depend on which thread runs which part of it.
+
+The kernels are in ``albert_min.model``, above this layer, so ``use_device`` does not import them:
+the callers above (``arguments.use_device_flag``, ``training.run``, ``predict.pipeline``) hand
+``kernels.prepare_cpu`` in as ``cpu_setup``.
 
 The device is where a process runs, not a setting of the training run: a run saved on one
 device resumes on another (train.py records no device in the state).
@@ -30,6 +42,7 @@ from .errors import AlbertMinError
 DEVICES = ("CPU", "GPU", "Ascend")   # as mindspore.set_device spells them
 ENVIRONMENT = "ALBERT_MIN_DEVICE"    # the device when none is given
 DEFAULT = "CPU"                      # ... and when that is not set either
+THREADS_ENVIRONMENT = "ALBERT_MIN_CPU_THREADS"   # MindSpore's CPU kernel threads, where the kernels are built
 
 
 class DeviceError(AlbertMinError):
@@ -77,7 +90,7 @@ def chosen_device(name=None, flag="device"):
 
 
 def applies_cpu_only_parts(device) -> bool:
-    """Whether one kernel thread, the compile cache and the compiled kernels apply on ``device``."""
+    """Whether the thread count, the compile cache and the compiled kernels apply on ``device``."""
     return device == "CPU"
 
 
@@ -100,10 +113,29 @@ def current_device():
     return ms.get_context("device_target")
 
 
-def use_device(name=None, cpu_threads=1, flag="device"):
+def default_cpu_threads(any_count_repeats=False):
+    """MindSpore's CPU kernel threads for this process: $ALBERT_MIN_CPU_THREADS where
+    ``any_count_repeats`` (the compiled kernels are built: their dropout's masks do not depend on the
+    thread split), else 1; 1 when the variable is not set (a second thread measured slower on the
+    shared 2-core machine: see the module docstring). A malformed count is a DeviceError."""
+    text = os.environ.get(THREADS_ENVIRONMENT, "").strip()
+    if not text:
+        return 1
+    if not text.isdigit() or not 1 <= int(text) <= 256:
+        raise DeviceError(f"{THREADS_ENVIRONMENT}={text}: not a thread count; give a whole number from 1 to 256 "
+                          f"(or unset {THREADS_ENVIRONMENT} for 1)")
+    return int(text) if any_count_repeats else 1
+
+
+def use_device(name=None, cpu_threads=None, flag="device", cpu_setup=None):
     """Run MindSpore on ``name`` (CPU, GPU or Ascend, any case; None: $ALBERT_MIN_DEVICE, else CPU),
-    with the CPU-only parts on CPU (``cpu_threads`` kernel threads). Returns the device.
+    with the CPU-only parts on CPU (``cpu_threads`` kernel threads; None: ``default_cpu_threads``).
+    Returns the device.
     ``flag`` names ``name`` in messages (a script's "--device").
+    ``cpu_setup``: on CPU, called on this thread before MindSpore's kernel threads are set (they
+    inherit its floating-point mode); returns whether a run gives the same bits at any MindSpore
+    thread count. ``albert_min.model.kernels.prepare_cpu`` (builds the kernels, denormals as zero);
+    None: nothing, and 1 thread unless ``cpu_threads`` says otherwise.
 
     Call it before the first model or tensor. DeviceError for an unknown device, one this
     MindSpore cannot run on, or another device than the one this process already set.
@@ -122,7 +154,8 @@ def use_device(name=None, cpu_threads=1, flag="device"):
         raise DeviceError(f"{given}: MindSpore's device is already fixed in this process ({current_device()}); "
                           "choose it before the first model or tensor, once per process") from None
     if applies_cpu_only_parts(device):
-        set_cpu_threads(cpu_threads)
+        any_count_repeats = bool(cpu_setup()) if cpu_setup is not None else False   # before MindSpore's threads
+        set_cpu_threads(default_cpu_threads(any_count_repeats) if cpu_threads is None else cpu_threads)
     return device
 
 
@@ -136,22 +169,28 @@ def _plugin_error(device):
 
 
 def set_cpu_threads(threads=1):
-    """Number of MindSpore CPU kernel threads; once per process, later calls are ignored.
+    """Number of MindSpore CPU kernel threads; once per process, later calls are ignored
+    (``cpu_threads()`` tells the count that holds). ``use_device`` chooses it.
 
-    One thread by default: MindSpore's CPU dropout masks depend on how kernel
-    threads split the work, so with more threads the same seed gives different
-    runs. On 2 cores one thread was measured no slower (small model train step
-    2.52 vs 2.33 steps/s with MindSpore's default of 25 threads; base encoder
-    5.4 sentences/s either way): the heavy kernels parallelise on their own.
+    MindSpore's CPU dropout masks depend on how kernel threads split the work, so
+    without the kernels' dropout a run needs one thread to repeat. On 2 cores one
+    thread was measured no slower (small model train step 2.52 vs 2.33 steps/s
+    with MindSpore's default of 25 threads; base encoder 5.4 sentences/s either way),
+    and with the kernels' dropout faster than 2 under load (benchmarks/cpu_threads.py).
     """
     import mindspore as ms
-    global _THREADS_SET
-    if not _THREADS_SET:
+    global _THREADS
+    if _THREADS is None:
         ms.device_context.cpu.op_tuning.threads_num(threads)
-        _THREADS_SET = True
+        _THREADS = int(threads)
 
 
-_THREADS_SET = False
+def cpu_threads():
+    """The MindSpore CPU kernel threads ``set_cpu_threads`` set in this process (None: not set)."""
+    return _THREADS
+
+
+_THREADS = None
 
 
 def default_compile_cache():

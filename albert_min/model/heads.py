@@ -49,7 +49,7 @@ class AlbertSOPHead(nn.Cell):
 
     def __init__(self, config: AlbertConfig):
         super().__init__()
-        self.dropout = nn.Dropout(p=config.classifier_dropout_prob)
+        self.dropout = kernels.dropout(config.classifier_dropout_prob)
         self.classifier = dense(config.hidden_size, 2, config)
 
     def construct(self, pooled_output):
@@ -85,7 +85,7 @@ class AlbertForSequenceClassification(PreTrainedMixin, nn.Cell):
         super().__init__()
         self.config = config
         self.albert = AlbertModel(config)
-        self.dropout = nn.Dropout(p=config.classifier_dropout_prob)
+        self.dropout = kernels.dropout(config.classifier_dropout_prob)
         self.classifier = dense(config.hidden_size, config.num_labels, config)
 
     def construct(self, input_ids, token_type_ids=None, attention_mask=None):
@@ -139,7 +139,7 @@ class AlbertForTokenClassification(PreTrainedMixin, nn.Cell):
         super().__init__()
         self.config = config
         self.albert = AlbertModel(config, with_pooler=False)
-        self.dropout = nn.Dropout(p=config.classifier_dropout_prob)
+        self.dropout = kernels.dropout(config.classifier_dropout_prob)
         self.classifier = dense(config.hidden_size, config.num_labels, config)
 
     def construct(self, input_ids, token_type_ids=None, attention_mask=None):
@@ -160,7 +160,7 @@ class AlbertForMultipleChoice(PreTrainedMixin, nn.Cell):
         super().__init__()
         self.config = config
         self.albert = AlbertModel(config)
-        self.dropout = nn.Dropout(p=config.classifier_dropout_prob)
+        self.dropout = kernels.dropout(config.classifier_dropout_prob)
         self.classifier = dense(config.hidden_size, 1, config)
 
     def construct(self, input_ids, token_type_ids=None, attention_mask=None):

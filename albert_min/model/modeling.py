@@ -142,7 +142,7 @@ class AlbertEmbeddings(nn.Cell):
         self.position_embeddings = Embedding(config.max_position_embeddings, E, config.initializer_range)
         self.token_type_embeddings = Embedding(config.type_vocab_size, E, config.initializer_range)
         self.LayerNorm = LayerNorm(E, config.layer_norm_eps)
-        self.dropout = nn.Dropout(p=config.hidden_dropout_prob)
+        self.dropout = kernels.dropout(config.hidden_dropout_prob)
 
     def construct(self, input_ids, token_type_ids):
         seq_len = input_ids.shape[1]
@@ -173,9 +173,9 @@ class AlbertAttention(nn.Cell):
         self.query = dense(H, H, config)
         self.key = dense(H, H, config)
         self.value = dense(H, H, config)
-        self.attention_dropout = nn.Dropout(p=config.attention_probs_dropout_prob)
+        self.attention_dropout = kernels.dropout(config.attention_probs_dropout_prob)
         self.dense = dense(H, H, config)
-        self.output_dropout = nn.Dropout(p=config.hidden_dropout_prob)
+        self.output_dropout = kernels.dropout(config.hidden_dropout_prob)
         self.LayerNorm = LayerNorm(H, config.layer_norm_eps)
 
     def split_heads(self, x):
@@ -210,7 +210,7 @@ class AlbertLayer(nn.Cell):
         self.ffn = dense(config.hidden_size, config.intermediate_size, config)
         self.activation = kernels.activation(config.hidden_act, ACT2FN[config.hidden_act])
         self.ffn_output = dense(config.intermediate_size, config.hidden_size, config)
-        self.dropout = nn.Dropout(p=config.hidden_dropout_prob)
+        self.dropout = kernels.dropout(config.hidden_dropout_prob)
         self.full_layer_layer_norm = LayerNorm(config.hidden_size, config.layer_norm_eps)
 
     def construct(self, hidden, additive_mask):

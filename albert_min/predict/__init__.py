@@ -21,7 +21,8 @@ def pipeline(model_dir, batch_size=64, max_length=None, use_jit=True, device=Non
     ``device``: CPU, GPU or Ascend (None: $ALBERT_MIN_DEVICE, else CPU), set for the whole
     process (``albert_min.common.device.use_device``): one device per process."""
     from ..common.device import use_device
-    use_device(device)
+    from ..model import kernels
+    use_device(device, cpu_setup=kernels.prepare_cpu)
     from .task_pipelines import task_pipeline
     found = task_pipeline(model_dir, batch_size, max_length, use_jit, **options)
     return found or TextClassificationPipeline(model_dir, batch_size, max_length, use_jit)

@@ -78,15 +78,17 @@ _CACHE_USED = False
 DYNAMIC_SHAPE = (None, None)   # the (B, S) that keys dynamic_graph's cache folder
 
 
-def cache_key(config, shapes):
-    """Folder name for the graphs of ``config`` compiled for ``shapes`` in this order."""
+def cache_key(config, shapes, kernels_library=None):
+    """Folder name for the graphs of ``config`` compiled for ``shapes`` in this order, calling the
+    compiled kernels at ``kernels_library`` (its path names its build: sources, compiler, CPU)."""
     model_code = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "model")
     code = hashlib.sha256()
     for name in ("modeling.py", "heads.py"):          # the backbone and the heads make the graph
         with open(os.path.join(model_code, name), "rb") as f:
             code.update(f.read())
     code = code.hexdigest()
-    blob = json.dumps([ms.__version__, code, config.to_dict(), [list(s) for s in shapes]], sort_keys=True)
+    blob = json.dumps([ms.__version__, code, config.to_dict(), [list(s) for s in shapes], kernels_library],
+                      sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
 
@@ -112,7 +114,9 @@ def compile_cache(root, model, shapes):
         yield
         return
     _CACHE_USED = True
-    final = os.path.join(root, cache_key(model.config, shapes))
+    from ..model import kernels
+    library = kernels.built() if kernels.uses_kernels(model) else None
+    final = os.path.join(root, cache_key(model.config, shapes, library))
     ready = os.path.isdir(final)
     path = final if ready else f"{final}.tmp-{os.getpid()}"
     try:   # made here, not by MindSpore, which logs a raw [ERROR] line per failed step and goes on

@@ -122,7 +122,10 @@ def build_model(task, config, settings):
 def train_run(settings, resume=False, force=False):
     """Run ``settings`` (a RunConfig) to the end; returns the Trainer's final state."""
     from ..common.device import use_device
-    use_device(settings.device)   # before msrun's init(); on CPU one kernel thread: same seed, same run
+    from ..model import kernels
+    # before msrun's init(); on CPU the kernels built and 1 MindSpore thread, or $ALBERT_MIN_CPU_THREADS
+    # where the kernels' dropout makes any count give the same run
+    use_device(settings.device, cpu_setup=kernels.prepare_cpu)
     import mindspore as ms
     from .mixed_precision import check_device
     check_device(settings.training.amp, settings.training.amp_dtype, ms.get_context("device_target"))

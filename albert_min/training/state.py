@@ -34,8 +34,11 @@ STATE_SCHEMA = {
     "inputs": Field(dict, required=False),             # {path: {"size", "sha256"}} of the files the run read
     "loss_scale": Field(dict, required=False),         # float16 mixed precision: the dynamic loss scale's state
     "skipped_steps": Field(int, low=0, high=1 << 40, required=False),   # float16: steps skipped for overflow
+    "cpu": Field(dict, required=False),                # on CPU: how MindSpore and the kernels ran (CPU_SCHEMA)
 }
 RECORD_SCHEMA = {"step": Field(int, low=0, high=1 << 40)}
+CPU_SCHEMA = {"threads": Field(int, low=1, high=256),   # MindSpore's CPU kernel threads (device.default_cpu_threads)
+              "kernels": Field(bool)}                 # albert_min.model.kernels' layers and dropout, or MindSpore's ops
 LOSS_SCALE_SCHEMA = {"scale": Field(float, low=1.0, high=3.4e38),     # the loss is multiplied by this
                      "counter": Field(int, low=0, high=1 << 31)}      # finite steps since the scale last grew
 
@@ -77,10 +80,33 @@ def read_state(directory) -> dict:
         check_fields(path, record, RECORD_SCHEMA, where=f"history[{i}]")
     if "loss_scale" in state:
         check_fields(path, state["loss_scale"], LOSS_SCALE_SCHEMA, where="loss_scale")
+    if "cpu" in state:
+        check_fields(path, state["cpu"], CPU_SCHEMA, where="cpu")
     if len(state["epoch_losses"]) > state["step"]:
         raise JSONFileError(f"{path}: 'epoch_losses' holds {len(state['epoch_losses'])} losses, more than "
                             f"the {state['step']} steps taken")
     return state
+
+
+def check_same_cpu_setup(saved, current, directory):
+    """A run trained on CPU resumes only as it ran: with the same MindSpore CPU kernel threads and the
+    kernels on or off as before (``saved``, ``current``: ``CPU_SCHEMA`` records, None off CPU or
+    unrecorded). The kernels' dropout draws other masks than MindSpore's, and the thread count
+    may change how MindSpore's CPU kernels round: either would silently be another run."""
+    if not saved or not current or saved == current:
+        return
+    problems = []
+    if saved["kernels"] != current["kernels"]:
+        problems.append("the run trained with albert_min's compiled kernels (their dropout masks) and this process "
+                        "has MindSpore's ops (ALBERT_MIN_KERNELS=off, or the kernels could not be built); unset "
+                        "ALBERT_MIN_KERNELS" if saved["kernels"] else
+                        "the run trained with MindSpore's ops (ALBERT_MIN_KERNELS=off) and this process has "
+                        "albert_min's compiled kernels; set ALBERT_MIN_KERNELS=off")
+    if saved["threads"] != current["threads"] and saved["kernels"] == current["kernels"]:
+        problems.append(f"the run trained with MindSpore at {saved['threads']} CPU kernel thread"
+                        f"{'s' if saved['threads'] > 1 else ''} and this process has {current['threads']}; set "
+                        f"ALBERT_MIN_CPU_THREADS={saved['threads']}")
+    raise CheckpointError(f"{os.path.join(directory, STATE_FILE)}: {'; '.join(problems)} to resume it exactly")
 
 
 def load_training_state(directory, model, optimizer, recover=True) -> dict:

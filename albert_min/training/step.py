@@ -13,6 +13,8 @@ import numpy as np
 import mindspore as ms
 from mindspore import amp, nn, ops
 
+from ..model.kernels.philox_dropout import DropoutWithKernels, start_step as start_dropout_step   # noqa: F401 (the Trainer's)
+
 
 def linear_warmup_decay(peak_lr, total_steps, warmup_fraction):
     """Per-step learning rates: linear warm-up to ``peak_lr``, then linear decay to 0
@@ -158,8 +160,13 @@ def make_accumulating_step(loss_fn, optimizer, max_grad_norm, use_jit=True, grad
 
 
 def dropouts(model):
-    """The ``nn.Dropout`` cells of ``model``, in a fixed order."""
+    """MindSpore's ``nn.Dropout`` cells of ``model`` (where the kernels are not built), in a fixed order."""
     return [cell for _, cell in model.cells_and_names() if isinstance(cell, nn.Dropout)]
+
+
+def kernel_dropouts(model):
+    """The dropout cells of ``model`` whose masks come from ``albert_min.model.kernels.philox_dropout``."""
+    return [cell for _, cell in model.cells_and_names() if isinstance(cell, DropoutWithKernels)]
 
 
 def keep_probability(cell):
@@ -178,17 +185,28 @@ def reseed_dropout(model, seed, step, rank=0):
     step (fresh kernels), at step 0 and after every saved state. A resumed run
     reseeds at the step it resumes from, so it draws the very masks the
     uninterrupted run drew.
+
+    The kernels' dropout (``kernel_dropouts``) needs no new kernels: its masks are a function
+    of (seed, rank, step, call), set here and before every step (``start_dropout_step``).
     """
     for index, cell in enumerate(dropouts(model)):
         keep = keep_probability(cell)
         entropy = [seed, step, index] + ([rank] if rank else [])   # rank 0: the single-process masks
         seed0, seed1 = np.random.SeedSequence(entropy).generate_state(2) % (2**31 - 1) + 1
         cell.dropout = ops.Dropout(float(keep), int(seed0), int(seed1))
+    start_dropout_step(seed, step, rank)
 
 
 def uses_dropout(model) -> bool:
-    """Does any dropout of ``model`` drop anything? Without dropout there are no masks to
-    reseed, so the trainer keeps its compiled step across saves (no recompile to wait for)."""
+    """Does any dropout of ``model`` drop anything?"""
+    return (any(keep_probability(cell) < 1.0 for cell in dropouts(model))
+            or any(cell.p > 0 for cell in kernel_dropouts(model)))
+
+
+def reseeds_by_recompiling(model) -> bool:
+    """Does a MindSpore dropout of ``model`` drop anything? Its masks are reseeded by compiling
+    the train step again (``reseed_dropout``); without one (no dropout, or the kernels' dropout)
+    the trainer keeps its compiled step across saves (no recompile to wait for)."""
     return any(keep_probability(cell) < 1.0 for cell in dropouts(model))
 
 

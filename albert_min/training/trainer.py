@@ -23,17 +23,19 @@ import mindspore as ms
 import numpy as np
 from tqdm import tqdm
 
-from ..model.folder import SETTINGS_FILE, TRAIN_METRICS_FILE, model_arrays, save_model_dir
+from ..common.device import cpu_threads
 from ..common.errors import AlbertMinError
-from .mixed_precision import (check_device, float32_forward, loss_scale_state, make_loss_scaler,
-                              mixed_precision_network, restore_loss_scale)
 from ..common.parallel import SingleProcess
 from ..common.safe_output import output_lock
+from ..model import kernels
+from ..model.folder import SETTINGS_FILE, TRAIN_METRICS_FILE, model_arrays, save_model_dir
 from ..tasks.base import rows_of
-from .step import (linear_warmup_decay, make_accumulating_step, make_optimizer, make_train_step,
-                   quiet_recompile_warning, release_compiled_graphs, reseed_dropout, uses_dropout,
-                   with_adam_bias_correction)
-from .state import load_training_state, save_training_state
+from .mixed_precision import (check_device, float32_forward, loss_scale_state, make_loss_scaler,
+                              mixed_precision_network, restore_loss_scale)
+from .step import (kernel_dropouts, linear_warmup_decay, make_accumulating_step, make_optimizer, make_train_step,
+                   quiet_recompile_warning, release_compiled_graphs, reseed_dropout, reseeds_by_recompiling,
+                   start_dropout_step, with_adam_bias_correction)
+from .state import check_same_cpu_setup, load_training_state, save_training_state
 
 
 class TrainingError(AlbertMinError):
@@ -82,17 +84,21 @@ class Trainer:
         self.loss_fn = task.loss_fn(mixed_precision_network(model, config.amp, config.amp_dtype))
         self.loss_scaler = make_loss_scaler(config.amp, config.amp_dtype, config.loss_scale)   # float16 only
         self.train_step = None   # built (dropout reseeded, recompiled) at the start of each saved segment
+        self.counts_dropout_calls = bool(kernel_dropouts(model))   # the kernels' dropout: set before every step
         # epoch_losses: this epoch's losses so far, so a resumed epoch reports the same mean loss
         self.state = {"epoch": 0, "step": 0, "best": None, "history": [], "epoch_losses": [],
                       "settings": {"training": config.to_dict(), **(settings or {})}, "inputs": inputs or {}}
         if self.loss_scaler is not None:   # float16: the scale, and the steps skipped for overflowing gradients
             self.state.update({"loss_scale": loss_scale_state(self.loss_scaler), "skipped_steps": 0})
+        if cpu_threads() is not None and ms.get_context("device_target") == "CPU":   # what a CPU resume must match
+            self.state["cpu"] = {"threads": cpu_threads(), "kernels": kernels.uses_kernels(model)}
 
     def step(self, batch):
         """One optimizer step on ``batch`` (in ``config.grad_accum`` micro-batches); returns the loss.
-        Under float16 a step whose gradients overflow is skipped and counted. After every
-        saved state the dropout masks are reseeded from (seed, step) and the step recompiled, so a
-        resumed run repeats the original exactly (see ``albert_min.training.reseed_dropout``)."""
+        Under float16 a step whose gradients overflow is skipped and counted. The kernels' dropout
+        draws the masks of (seed, step, call) (``start_dropout_step``, before every step); MindSpore's
+        is reseeded from (seed, step) after every saved state and the step recompiled. Either way a
+        resumed run repeats the original exactly (see ``albert_min.training.step.reseed_dropout``)."""
         config = self.config
         if self.train_step is None:
             quiet_recompile_warning()
@@ -101,6 +107,8 @@ class Trainer:
             self.train_step = make(self.loss_fn, self.optimizer, config.max_grad_norm, use_jit=config.use_jit,
                                    grad_reducer=self.parallel.grad_reducer(self.optimizer.parameters),
                                    loss_scaler=self.loss_scaler)
+        if self.counts_dropout_calls:
+            start_dropout_step(config.seed, self.state["step"], self.parallel.rank)
         if config.grad_accum == 1:
             out = self.train_step(*[ms.Tensor(x) for x in batch])
         else:
@@ -121,7 +129,7 @@ class Trainer:
             self.state["loss_scale"] = loss_scale_state(self.loss_scaler)
         if self.parallel.writes:
             save_training_state(self.config.state_dir, self.model, self.optimizer, self.state, self.tokenizer_file)
-        if uses_dropout(self.model):   # fresh masks from (seed, step): see reseed_dropout
+        if reseeds_by_recompiling(self.model):   # MindSpore's dropout: fresh masks from (seed, step), reseed_dropout
             self.train_step = None
             release_compiled_graphs()
 
@@ -129,6 +137,7 @@ class Trainer:
         """Continue from ``config.state_dir``: weights, optimizer moments and counters (checked
         against each other, see ``state.load_training_state``)."""
         saved = load_training_state(self.config.state_dir, self.model, self.optimizer, recover=False)
+        check_same_cpu_setup(saved.get("cpu"), self.state.get("cpu"), self.config.state_dir)
         self.state.update({k: saved[k] for k in ("epoch", "step", "best", "history", "epoch_losses")})
         if self.loss_scaler is not None:
             if "loss_scale" not in saved or "skipped_steps" not in saved:

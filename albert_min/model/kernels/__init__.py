@@ -1,14 +1,14 @@
-"""Compiled CPU kernels for the train step's backward pass, and the one place
+"""Compiled CPU kernels for ALBERT's layers (forward, gradient and dropout), and the one place
 that chooses them (see README.md in this folder).
 
-``linear()``, ``layer_norm(eps)``, ``softmax()``, ``batch_matmul()`` and ``activation(name, fn)``
-return what a layer computes with:
+``linear()``, ``layer_norm(eps)``, ``softmax()``, ``batch_matmul()``, ``activation(name, fn)`` and
+``dropout(p)`` return what a layer computes with:
 MindSpore's own ops, or the same forward whose gradient comes from
 ``backward.cc``, compiled on first use (``build.py``; a cached library that is not
 what its build recorded is built again, after a one-line notice). Without a compiler or
 BLAS the layers use MindSpore's ops, after a one-line notice;
-``ALBERT_MIN_KERNELS=off`` asks for them, and so does ``forward_only()`` for the
-layers built inside it (a model that only predicts); they are used on CPU only
+``ALBERT_MIN_KERNELS=off`` asks for them, and so does ``mindspore_ops()`` for the
+layers built inside it (a model exported to MindIR); they are used on CPU only
 (``albert_min.common.device``).
 
 Layer: ``albert_min.model``, above ``common`` (the layers: ``albert_min/__init__.py``).
@@ -19,7 +19,10 @@ import ctypes
 import os
 import sys
 
+from mindspore import nn
+
 from .build import KernelBuildError, library_path
+from .philox_dropout import DropoutWithKernels
 from .layers import (Activation, BatchMatMul, BatchMatMulWithKernels, GeluNewWithKernels, LayerNorm,
                      LayerNormWithKernels, Linear, LinearWithKernels, Softmax, SoftmaxWithKernels)
 
@@ -32,7 +35,7 @@ BLAS_THREADS = 1
 # The kernels' own use of the second core (helper.h: a helper thread that sleeps between
 # calls, each output computed by one thread, so any count gives the same bits).
 KERNEL_THREADS = min(2, len(os.sched_getaffinity(0)))
-_FORWARD_ONLY = False   # True inside forward_only()
+_MINDSPORE_OPS = False   # True inside mindspore_ops()
 
 
 def enabled() -> bool:
@@ -41,28 +44,30 @@ def enabled() -> bool:
 
 
 @contextlib.contextmanager
-def forward_only():
-    """Layers built inside use MindSpore's own ops and never build or load the kernels.
-
-    In inference the kernel layers run MindSpore's own forward (layers.py: the kernels are
-    the gradients, and LayerNorm's forward in training), so a model that only predicts
-    (evaluate.py) would pay for nothing:
-    on a machine's first run, a g++ build of 4-8 s (docs/speed.md, "evaluate.py start-up").
-    """
-    global _FORWARD_ONLY
-    saved, _FORWARD_ONLY = _FORWARD_ONLY, True
+def mindspore_ops():
+    """Layers built inside use MindSpore's own ops and never build or load the kernels: a graph
+    exported to MindIR (albert_min.export) must run where albert_min's library is not."""
+    global _MINDSPORE_OPS
+    saved, _MINDSPORE_OPS = _MINDSPORE_OPS, True
     try:
         yield
     finally:
-        _FORWARD_ONLY = saved
+        _MINDSPORE_OPS = saved
 
 
 def library():
-    """Path of the compiled kernels, or None: switched off, inside ``forward_only()``, MindSpore
+    """Path of the compiled kernels, or None: switched off, inside ``mindspore_ops()``, MindSpore
     runs on GPU or Ascend (the kernels are CPU code: ``device.applies_cpu_only_parts``), or not
     buildable here (noticed once)."""
+    if _MINDSPORE_OPS:
+        return None
+    return built()
+
+
+def built():
+    """``library()`` ignoring ``mindspore_ops()``: the kernels' path where this process can use them."""
     from ...common.device import applies_cpu_only_parts, current_device, default_compile_cache   # local import
-    if not enabled() or _FORWARD_ONLY or not applies_cpu_only_parts(current_device()):
+    if not enabled() or not applies_cpu_only_parts(current_device()):
         return None
     root = default_compile_cache()
     if root not in _LIBRARY:
@@ -76,6 +81,28 @@ def library():
             path = None
         _LIBRARY[root] = path
     return _LIBRARY[root]
+
+
+def prepare_cpu():
+    """What ``albert_min.common.device.use_device`` runs on CPU before it sets MindSpore's thread count
+    (its ``cpu_setup``): builds the kernels and flushes denormals on this thread. True where they are
+    built: their dropout makes a run's bits the same at any MindSpore thread count."""
+    return flush_denormals()
+
+
+def flush_denormals():
+    """Denormals read and written as zero on this thread and on the threads started from it from now
+    on (``backward.cc``); ``prepare_cpu`` calls it before MindSpore starts its threads, so that
+    a computation gives the same bits on whichever thread runs it. Returns False (and changes
+    nothing) where the kernels are not built."""
+    path = built()
+    if not path:
+        return False
+    import numpy as np
+    for dtype in (np.float16, np.float32, np.float64, np.longdouble):
+        np.finfo(dtype)   # NumPy measures (and caches) each type's smallest subnormal: before, not after
+    ctypes.CDLL(path).flush_denormals()
+    return True
 
 
 def set_blas_threads(threads):
@@ -116,10 +143,18 @@ def batch_matmul(transpose_b=False):
     return BatchMatMulWithKernels(path, transpose_b) if path else BatchMatMul(transpose_b)
 
 
+def dropout(p):
+    """The Cell for dropout with probability ``p``: masks from (seed, step, call, element) through
+    ``dropout.cc``, the same at any thread count (``philox_dropout.py``), or ``nn.Dropout``."""
+    path = library()
+    return DropoutWithKernels(p, path) if path else nn.Dropout(p=p)
+
+
 def use_mindspore_ops(model):
     """Swap every compiled-kernel layer inside ``model`` for the MindSpore-ops layer with the same
     forward. The kernels compute in float32 only (OpenBLAS ``sgemm``), so mixed precision runs
-    on MindSpore's ops (albert_min.training.mixed_precision)."""
+    on MindSpore's ops (albert_min.training.mixed_precision). The dropout kernel stays: it casts a float16
+    input to float32 and back, and its masks do not depend on MindSpore's thread count."""
     plain = {LinearWithKernels: lambda c: Linear(), LayerNormWithKernels: lambda c: LayerNorm(c.eps),
              SoftmaxWithKernels: lambda c: Softmax(), BatchMatMulWithKernels: lambda c: BatchMatMul(c.transpose_b),
              GeluNewWithKernels: lambda c: Activation(c.fn)}
@@ -130,6 +165,13 @@ def use_mindspore_ops(model):
     return model
 
 
+def uses_kernels(model) -> bool:
+    """Does any layer of ``model`` compute with the compiled kernels (dropout included)?"""
+    kinds = (LinearWithKernels, LayerNormWithKernels, SoftmaxWithKernels, BatchMatMulWithKernels,
+             GeluNewWithKernels, DropoutWithKernels)
+    return any(isinstance(cell, kinds) for _, cell in model.cells_and_names())
+
+
 def activation(name, fn):
     """``fn``, the activation called ``name`` in the config, or a Cell computing it whose gradient
     comes from the kernels (``gelu_new``, the one the ALBERT models use)."""
@@ -137,5 +179,6 @@ def activation(name, fn):
     return GeluNewWithKernels(fn, path) if path and name == "gelu_new" else fn
 
 
-__all__ = ["KernelBuildError", "enabled", "forward_only", "library", "linear", "layer_norm", "softmax", "batch_matmul",
-           "activation", "set_blas_threads", "set_kernel_threads", "use_mindspore_ops"]
+__all__ = ["KernelBuildError", "enabled", "mindspore_ops", "library", "built", "linear", "layer_norm", "softmax",
+           "batch_matmul", "activation", "dropout", "uses_kernels", "prepare_cpu", "flush_denormals",
+           "set_blas_threads", "set_kernel_threads", "use_mindspore_ops"]

@@ -8,6 +8,9 @@
 #pragma once
 
 #include <unistd.h>
+#if defined(__SSE__)
+#include <xmmintrin.h>
+#endif
 
 #include <condition_variable>
 #include <cstdint>
@@ -35,6 +38,9 @@ class Worker {
       std::lock_guard<std::mutex> lock(mutex_);
       task_ = &first;
       done_ = false;
+#if defined(__SSE__)
+      csr_ = _mm_getcsr();              // the caller's rounding and denormal modes, for the same bits
+#endif
     }
     wake_.notify_all();
     second();
@@ -58,6 +64,9 @@ class Worker {
     for (;;) {
       wake_.wait(lock, [this] { return task_ != nullptr; });
       const std::function<void()> *task = task_;
+#if defined(__SSE__)
+      _mm_setcsr(csr_);
+#endif
       lock.unlock();
       (*task)();
       lock.lock();
@@ -73,6 +82,7 @@ class Worker {
   std::condition_variable wake_;
   const std::function<void()> *task_ = nullptr;
   bool done_ = false;
+  unsigned csr_ = 0;                    // the caller's MXCSR (x86), set on the helper for each task
 };
 
 inline int &threads() {

@@ -1,14 +1,16 @@
-"""The two layer functions in both implementations: MindSpore's own ops, and the
-same forward with its gradient from the compiled kernels (``backward.cc``).
+"""The layer functions in both implementations: MindSpore's own ops, and the compiled
+kernels (``forward.cc``, ``backward.cc``), forward and gradient, in training and in prediction.
 
 Each is a Cell without parameters, called with the layer's parameters as inputs
 (``linear(x, weight, bias)``), so that a ``bprop`` can return their gradients.
-The forward is MindSpore's in both, so predictions, exported graphs and the
-evaluate compile cache do not depend on whether the kernels were built.
+Both compute the same functions to float32 rounding (tests/test_kernels.py; the parity
+suite runs on both). Exported MindIR graphs hold MindSpore's ops only: albert_min.export
+builds its model inside ``kernels.mindspore_ops()``.
 """
 
 import mindspore as ms
 from mindspore import nn, ops
+from mindspore.ops import CustomRegOp, DataType
 
 
 class Linear(nn.Cell):
@@ -69,6 +71,8 @@ class Activation(nn.Cell):
 
 # Output shapes and dtypes of the kernels, from their inputs' (named functions: MindSpore's
 # graph parser reads a lambda's source line, and a lambda continued over lines fails it).
+# The forward kernels' shapes come from forward.cc instead (``forward_kernel``), for graphs with
+# dynamic input shapes (classify.dynamic_graph); the gradients run in training, at static shapes.
 def dense_backward_shapes(x, weight, dy):
     return x, weight, weight[:1]                 # dx, dweight, dbias
 
@@ -81,14 +85,6 @@ def layer_norm_backward_outputs(x, gamma, dy, eps):
     return x, gamma, gamma                       # dx, dgamma, dbeta
 
 
-def batch_matmul_nn_shape(a, b):
-    return a[:-1] + [b[-1]]
-
-
-def batch_matmul_nt_shape(a, b):
-    return a[:-1] + [b[-2]]
-
-
 def batch_matmul_tn_shape(a, b):
     return a[:-2] + [a[-1], b[-1]]
 
@@ -97,25 +93,44 @@ def like_first(first, *others):
     return first
 
 
-class LinearWithKernels(Linear):
-    """``Linear`` whose gradient is one call of ``dense_backward``: two sgemm and the bias's column sum.
+def forward_kernel(library, name, inputs):
+    """``ops.Custom`` of kernel ``name`` taking float32 ``inputs`` (their names), one float32 output,
+    whose shape comes from ``<name>InferShape`` (forward.cc): the form a graph with dynamic input
+    shapes accepts (with a Python ``out_shape``, or without the registration, its compile fails with
+    "The pointer[value] is null")."""
+    info = CustomRegOp(name)
+    for i, input_name in enumerate(inputs):
+        info = info.input(i, input_name)
+    info = info.output(0, "y").dtype_format(*[DataType.F32_Default] * (len(inputs) + 1)).target("CPU")
+    return ops.Custom(f"{library}:{name}", func_type="aot", out_shape=None, out_dtype=like_first,
+                      reg_info=info.get_op_info())
 
-    MindSpore differentiates x W^T into MatMul variants with a transposed operand
-    and a separate BiasAddGrad, which ran 2-3x slower per call than the forward.
+
+class LinearWithKernels(Linear):
+    """``Linear`` as ``dense_forward`` (sgemm, then the bias, rows over both cores) whose gradient is
+    one call of ``dense_backward``: two sgemm and the bias's column sum.
+
+    MindSpore's CPU MatMul ran ALBERT's shapes at 0.13-0.31 of the sgemm peak, and it
+    differentiates x W^T into MatMul variants with a transposed operand and a separate
+    BiasAddGrad, which ran 2-3x slower per call than the forward.
     """
 
     def __init__(self, library):
         super().__init__()
+        self.forward = forward_kernel(library, "dense_forward", ("x", "weight", "bias"))
         self.backward = ops.Custom(f"{library}:dense_backward", func_type="aot",
                                    out_shape=dense_backward_shapes, out_dtype=dense_backward_types)
+
+    def construct(self, x, weight, bias):
+        return self.forward(x, weight, bias)
 
     def bprop(self, x, weight, bias, out, dout):
         return self.backward(x, weight, dout)
 
 
 class LayerNormWithKernels(LayerNorm):
-    """``LayerNorm`` whose gradient (dx, dweight, dbias) is one pass of ``layer_norm_backward``, and
-    whose forward in training is ``layer_norm_forward``; in inference MindSpore's own kernel.
+    """``LayerNorm`` as ``layer_norm_forward`` whose gradient (dx, dweight, dbias) is one pass of
+    ``layer_norm_backward``.
 
     MindSpore's CPU LayerNormGrad took 8 ms for a [64, 32, 128] input, 20x the forward, and the
     forward ~1 ms.
@@ -124,14 +139,11 @@ class LayerNormWithKernels(LayerNorm):
     def __init__(self, eps, library):
         super().__init__(eps)
         self.eps_tensor = ms.Tensor([eps], ms.float32)
-        self.forward = ops.Custom(f"{library}:layer_norm_forward", func_type="aot",
-                                  out_shape=like_first, out_dtype=like_first)
+        self.forward = forward_kernel(library, "layer_norm_forward", ("x", "gamma", "beta", "eps"))
         self.backward = ops.Custom(f"{library}:layer_norm_backward", func_type="aot",
                                    out_shape=layer_norm_backward_outputs, out_dtype=layer_norm_backward_outputs)
 
     def construct(self, x, weight, bias):
-        if not self.training:
-            return self.normalize(x, weight, bias)[0]
         return self.forward(x, weight, bias, self.eps_tensor)
 
     def bprop(self, x, weight, bias, out, dout):
@@ -154,37 +166,37 @@ class SoftmaxWithKernels(Softmax):
 
 
 class GeluNewWithKernels(Activation):
-    """``Activation(gelu_new)`` whose gradient is one pass of ``gelu_new_backward``
-    (MindSpore's autodiff of x * sigmoid(s) runs a dozen elementwise kernels on [B, S, I])."""
+    """``Activation(gelu_new)`` as one pass of ``gelu_new_forward`` whose gradient is one pass of
+    ``gelu_new_backward`` (MindSpore runs x * sigmoid(s) as six elementwise kernels on [B, S, I],
+    and its autodiff a dozen)."""
 
     def __init__(self, fn, library):
         super().__init__(fn)
+        self.forward = forward_kernel(library, "gelu_new_forward", ("x",))
         self.backward = ops.Custom(f"{library}:gelu_new_backward", func_type="aot",
                                    out_shape=like_first, out_dtype=like_first)
+
+    def construct(self, x):
+        return self.forward(x)
 
     def bprop(self, x, out, dout):
         return (self.backward(x, out, dout),)
 
 
 class BatchMatMulWithKernels(BatchMatMul):
-    """``BatchMatMul`` as one sgemm per matrix (``batch_matmul_nn/nt/tn``) in training, forward and
-    gradient; in inference MindSpore's own kernel (exported graphs hold no custom op).
+    """``BatchMatMul`` as one sgemm per matrix (``batch_matmul_nn/nt/tn``), forward and gradient.
 
     MindSpore's CPU BatchMatMul ran the attention products ([64, 4, 32, 32]) at 1-1.4 ms per call.
     """
 
     def __init__(self, library, transpose_b=False):
         super().__init__(transpose_b)
-        self.nn = ops.Custom(f"{library}:batch_matmul_nn", func_type="aot",
-                             out_shape=batch_matmul_nn_shape, out_dtype=like_first)
-        self.nt = ops.Custom(f"{library}:batch_matmul_nt", func_type="aot",
-                             out_shape=batch_matmul_nt_shape, out_dtype=like_first)
+        self.nn = forward_kernel(library, "batch_matmul_nn", ("a", "b"))
+        self.nt = forward_kernel(library, "batch_matmul_nt", ("a", "b"))
         self.tn = ops.Custom(f"{library}:batch_matmul_tn", func_type="aot",
                              out_shape=batch_matmul_tn_shape, out_dtype=like_first)
 
     def construct(self, a, b):
-        if not self.training:
-            return self.matmul(a, b)
         if self.transpose_b:
             return self.nt(a, b)
         return self.nn(a, b)
