@@ -278,7 +278,7 @@ def test_a_damaged_cached_library_is_built_again(library, tiny_build, damage):
         why = "damaged: its sha256 differs from the one its build recorded"
     else:
         open(record, "w").write('{"size": 1')
-        why = f"its build record is unreadable ({record}: not usable JSON"
+        why = f"its build record is unreadable ({record}:1: not JSON"
     assert build.check_library(path).startswith(why)
     notices = []
     assert build.library_path(tiny_build, notices.append) == path
@@ -301,7 +301,7 @@ def test_a_truncated_cached_library_never_reaches_the_loader(library, tmp_path):
     good = open(library, "rb").read()
     (folder / build.LIBRARY).write_bytes(good[:len(good) // 2])
     (folder / (build.LIBRARY + build.RECORD_SUFFIX)).write_bytes(open(library + build.RECORD_SUFFIX, "rb").read())
-    proc = subprocess.run([sys.executable, "-c", "from albert_min import kernels; print(kernels.library())"],
+    proc = subprocess.run([sys.executable, "-c", "from albert_min.model import kernels; print(kernels.library())"],
                           cwd=ROOT, env=dict(os.environ, ALBERT_MIN_CACHE=str(tmp_path)), capture_output=True,
                           text=True, timeout=300)
     path = str(folder / build.LIBRARY)
