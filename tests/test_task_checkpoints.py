@@ -136,7 +136,11 @@ def test_the_qa_pipeline_answers_with_the_best_span_and_its_characters(tmp_path,
     items = [{"question": "Where did the cat sit?", "context": CONTEXT_1},
              {"question": "What is the capital?", "context": CONTEXT_2}]
     results = qa(items)
-    assert qa(items[1]) == results[1]
+    # One item alone answers as in the batch; its score may differ in the last bits: the compiled forward
+    # kernels (sgemm, batched matmul) round by the batch's shape (2.4215157e-2 against 2.4215155e-2 here).
+    alone = qa(items[1])
+    assert {k: alone[k] for k in ("answer", "start", "end")} == {k: results[1][k] for k in ("answer", "start", "end")}
+    assert alone["score"] == pytest.approx(results[1]["score"], rel=1e-6)
     for item, result in zip(items, results):
         assert set(result) == {"answer", "score", "start", "end"} and 0 < result["score"] <= 1
         assert item["context"][result["start"]:result["end"]] == result["answer"]
