@@ -1,7 +1,8 @@
 """Compiled CPU kernels for the train step's backward pass, and the one place
 that chooses them (see README.md in this folder).
 
-``linear()``, ``layer_norm(eps)``, ``softmax()``, ``batch_matmul()`` and ``activation(name, fn)``
+``linear()``, ``layer_norm(eps)``, ``softmax()``, ``batch_matmul()``, ``swap_middle_axes()`` and
+``activation(name, fn)``
 return what a layer computes with:
 MindSpore's own ops, or the same forward whose gradient comes from
 ``backward.cc``, compiled on first use (``build.py``). Without a compiler or
@@ -18,7 +19,8 @@ import sys
 
 from .build import KernelBuildError, library_path
 from .layers import (Activation, BatchMatMul, BatchMatMulWithKernels, GeluNewWithKernels, LayerNorm,
-                     LayerNormWithKernels, Linear, LinearWithKernels, Softmax, SoftmaxWithKernels)
+                     LayerNormWithKernels, Linear, LinearWithKernels, Softmax, SoftmaxWithKernels, SwapMiddleAxes,
+                     SwapMiddleAxesWithKernels)
 
 _LIBRARY = {}      # compile-cache root -> library path, or None where it could not be built
 # OpenBLAS's sgemm rounds differently on 1 and 2 threads, so the count is fixed (not
@@ -114,13 +116,19 @@ def batch_matmul(transpose_b=False):
     return BatchMatMulWithKernels(path, transpose_b) if path else BatchMatMul(transpose_b)
 
 
+def swap_middle_axes():
+    """The Cell computing ``x [B, P, Q, D] -> [B, Q, P, D]`` (attention's head split and merge)."""
+    path = library()
+    return SwapMiddleAxesWithKernels(path) if path else SwapMiddleAxes()
+
+
 def use_mindspore_ops(model):
     """Swap every compiled-kernel layer inside ``model`` for the MindSpore-ops layer with the same
     forward. The kernels compute in float32 only (OpenBLAS ``sgemm``), so mixed precision runs
     on MindSpore's ops (albert_min.mixed_precision)."""
     plain = {LinearWithKernels: lambda c: Linear(), LayerNormWithKernels: lambda c: LayerNorm(c.eps),
              SoftmaxWithKernels: lambda c: Softmax(), BatchMatMulWithKernels: lambda c: BatchMatMul(c.transpose_b),
-             GeluNewWithKernels: lambda c: Activation(c.fn)}
+             GeluNewWithKernels: lambda c: Activation(c.fn), SwapMiddleAxesWithKernels: lambda c: SwapMiddleAxes()}
     for _, cell in list(model.cells_and_names()):
         for name, child in list(cell.name_cells().items()):
             if type(child) in plain:
@@ -136,4 +144,4 @@ def activation(name, fn):
 
 
 __all__ = ["KernelBuildError", "enabled", "forward_only", "library", "linear", "layer_norm", "softmax", "batch_matmul",
-           "activation", "set_blas_threads", "set_kernel_threads", "use_mindspore_ops"]
+           "swap_middle_axes", "activation", "set_blas_threads", "set_kernel_threads", "use_mindspore_ops"]
