@@ -9,7 +9,7 @@ import random
 import numpy as np
 
 from .. import glue
-from ..data import DataError, check_labels, encode_examples, pad_with_types
+from ..data import DataError, check_labels, encode_examples, pad_for_training
 from .base import Prepared, Task, finite_or_worst, shuffled_batches
 
 
@@ -80,7 +80,7 @@ class GlueTask(Task):
         labels = train.examples.labels
         dtype = np.float32 if self.spec.is_regression else np.int32
         for idx in shuffled_batches([len(r) for r in ids], batch_size, random.Random(seed + epoch), parallel):
-            batch = pad_with_types([ids[i] for i in idx], [types[i] for i in idx], pad_id)
+            batch = pad_for_training([ids[i] for i in idx], [types[i] for i in idx], pad_id, train.max_length)
             yield (*batch, np.array([labels[i] for i in idx], dtype))
 
     def loss_fn(self, model):
