@@ -16,7 +16,7 @@ from albert_min.model.config import AlbertConfig
 from albert_min.model.kernels import build
 from albert_min.model.kernels.layers import (Activation, BatchMatMul, BatchMatMulWithKernels, GeluNewWithKernels,
                                              LayerNorm, LayerNormWithKernels, Linear, LinearWithKernels, Softmax,
-                                             SoftmaxWithKernels)
+                                             SoftmaxWithKernels, SwapMiddleAxes, SwapMiddleAxesWithKernels)
 from albert_min.model.modeling import additive_attention_mask, gelu, gelu_new
 from albert_min.model.heads import AlbertForSequenceClassification
 from conftest import FIXTURES, ROOT
@@ -111,6 +111,21 @@ def test_batch_matmul_and_its_gradient_match_mindspore(library, transpose_b, jit
             call = ms.jit(fast.construct) if jit else fast
             np.testing.assert_allclose(call(x, b).asnumpy(), plain(x, b).asnumpy(), rtol=0, atol=1e-5)
             assert_close(gradients(fast, x, b), gradients(plain, x, b))
+
+
+@pytest.mark.parametrize("shape", [(3, 5, 4, 6), (64, 40, 4, 32)])   # the second: split over both cores
+@pytest.mark.parametrize("jit", [True, False])
+def test_swap_middle_axes_and_its_gradient_are_transposes_bit_for_bit(library, shape, jit):
+    """Attention's head split/merge: data moved, never computed on, so exactly MindSpore's Transpose."""
+    x = randn(np.random.default_rng(8), *shape)
+    plain, fast = SwapMiddleAxes(), SwapMiddleAxesWithKernels(library)
+    fast.set_train(True)                                            # training: the kernel, forward too
+    call = ms.jit(fast.construct) if jit else fast
+    assert np.array_equal(call(x).asnumpy(), plain(x).asnumpy())
+    assert np.array_equal(gradients(fast, x)[0], gradients(plain, x)[0])
+    fast.set_train(False)                                           # inference: MindSpore's Transpose
+    assert np.array_equal(fast(x).asnumpy(), plain(x).asnumpy())
+    assert isinstance(kernels.swap_middle_axes(), SwapMiddleAxesWithKernels)
 
 
 def test_only_gelu_new_has_a_kernel(library):

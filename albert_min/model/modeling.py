@@ -170,6 +170,7 @@ class AlbertAttention(nn.Cell):
         self.matmul_qk = kernels.batch_matmul(transpose_b=True)
         self.matmul_pv = kernels.batch_matmul()
         self.softmax = kernels.softmax()                                 # over the last axis
+        self.swap_heads = kernels.swap_middle_axes()                     # [B, S, N, D] <-> [B, N, S, D]
         self.query = dense(H, H, config)
         self.key = dense(H, H, config)
         self.value = dense(H, H, config)
@@ -181,7 +182,7 @@ class AlbertAttention(nn.Cell):
     def split_heads(self, x):
         """``[B, S, H]`` -> ``[B, N, S, D]``"""
         B, S, _ = x.shape
-        return x.reshape(B, S, self.num_heads, self.head_size).transpose(0, 2, 1, 3)
+        return self.swap_heads(x.reshape(B, S, self.num_heads, self.head_size))
 
     def construct(self, hidden, additive_mask):
         B, S, H = hidden.shape
@@ -189,10 +190,12 @@ class AlbertAttention(nn.Cell):
         k = self.split_heads(self.key(hidden))
         v = self.split_heads(self.value(hidden))
         scores = self.matmul_qk(q, k) * self.scale                       # [B, N, S, S]
-        scores = scores + additive_mask                                   # padding keys -> -inf
+        # padding keys -> -inf. Broadcast first: MindSpore's CPU Add, broadcasting [B, 1, 1, S] itself,
+        # keeps two 8-byte indices per score for the life of each compiled graph (docs/training.md)
+        scores = scores + ops.broadcast_to(additive_mask, scores.shape)
         probs = self.attention_dropout(self.softmax(scores))
         context = self.matmul_pv(probs, v)                                # [B, N, S, D]
-        context = context.transpose(0, 2, 1, 3).reshape(B, S, H)
+        context = self.swap_heads(context).reshape(B, S, H)
         projected = self.output_dropout(self.dense(context))
         return self.LayerNorm(hidden + projected)
 

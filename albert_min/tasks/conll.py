@@ -19,7 +19,7 @@ import re
 
 import numpy as np
 
-from .data import DataError, pad_batch, text_lines
+from .data import DataError, pad_batch, text_lines, train_length
 from . import predicting
 from .base import IGNORE, Prepared, Task, finite_or_worst, shuffled_batches
 from .conlleval import COLUMNS_KIND, entities, evaluate, write_columns
@@ -123,11 +123,13 @@ def encode_sentences(tokenizer, sentences, label_names, max_length):
     return feats
 
 
-def batch(features, indices, pad_id, pad_multiple=8):
+def batch(features, indices, pad_id, max_length=None):
     """Rows ``indices`` -> (input_ids, token_type_ids, attention_mask, labels), int32 ``[B, S]``;
-    labels are IGNORE on padding."""
+    labels are IGNORE on padding. S is the longest row rounded up to ``data.train_length`` of
+    ``max_length`` (None: to a multiple of 8)."""
     rows = [features.input_ids[i] for i in indices]
-    input_ids, token_type_ids, attention_mask = pad_batch(rows, pad_id, pad_multiple)
+    length = train_length(max(len(r) for r in rows), max_length) if max_length else None
+    input_ids, token_type_ids, attention_mask = pad_batch(rows, pad_id, length=length)
     labels = np.full(input_ids.shape, IGNORE, np.int32)
     for r, i in enumerate(indices):
         labels[r, :len(features.labels[i])] = features.labels[i]
@@ -239,7 +241,7 @@ class ConllTask(Task):
         features, pad_id = train.features["features"], train.features["tokenizer"].pad_token_id
         lengths = [len(r) for r in features.input_ids]
         for idx in shuffled_batches(lengths, batch_size, random.Random(seed + epoch), parallel):
-            yield batch(features, list(idx), pad_id)
+            yield batch(features, list(idx), pad_id, train.max_length)
 
     def loss_fn(self, model):
         from .losses import make_token_loss_fn

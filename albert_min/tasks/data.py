@@ -1,8 +1,8 @@
 """Data: TSV files -> token ids -> padded batches (pre-training's raw text: albert_min.tasks.pretraining_objectives).
 
 Batches are length-bucketed: examples of similar length go together and each
-batch is padded only to its own longest row, rounded up to a multiple of
-``pad_multiple`` so that a compiled graph sees few distinct shapes.
+batch is padded only to its own longest row, rounded up to one of a few lengths
+(``train_length``, ``bucket_length``) so that a compiled graph sees few distinct shapes.
 
 Layer: ``albert_min.tasks``, above ``checkpoints`` (the layers: ``albert_min/__init__.py``).
 """
@@ -170,6 +170,25 @@ def bucketed_eval_batches(encoded, batch_size, max_length, smallest=16):
         for start in range(0, len(members), num_rows):
             idx = members[start:start + num_rows]
             yield idx, [encoded[i] for i in idx], num_rows, length
+
+
+def train_length(n, max_length):
+    """Padded length of a training batch whose longest row has ``n`` tokens: ``n`` rounded up
+    to a multiple of ``8 * ceil(max_length / 64)``, at most ``max_length`` (unless ``n`` is longer).
+
+    That is at most 8 lengths per run (multiples of 8 up to max_length 64, of 16 up to 128,
+    48 at 384, 64 at 512). A compiled train step is one graph per input shape, and MindSpore
+    keeps every graph, with its memory, for the life of the process: padded only to a multiple
+    of 8, a SQuAD run at max_length 384 met a new shape nearly every step and grew by ~1 GB
+    per step (docs/training.md, "Memory and batch shapes").
+    """
+    step = 8 * -(-max_length // 64)
+    return min(-(-n // step) * step, max(n, max_length))
+
+
+def pad_for_training(rows, types, pad_id, max_length):
+    """``pad_with_types`` to ``train_length`` of the longest row (``max_length``: the run's)."""
+    return pad_with_types(rows, types, pad_id, length=train_length(max(len(r) for r in rows), max_length))
 
 
 def train_batch_indices(lengths, batch_size, rng: random.Random, bucket_batches=50):

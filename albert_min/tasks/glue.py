@@ -9,7 +9,7 @@ import random
 import numpy as np
 
 from . import glue_benchmark as glue
-from .data import DataError, check_labels, encode_examples, pad_with_types
+from .data import DataError, check_labels, encode_examples, pad_for_training
 from ..common.safe_output import FileKind, starts_with
 from .base import Prepared, Task, finite_or_worst, shuffled_batches
 from .files import PREDICTIONS, write_text
@@ -86,7 +86,7 @@ class GlueTask(Task):
         labels = train.examples.labels
         dtype = np.float32 if self.spec.is_regression else np.int32
         for idx in shuffled_batches([len(r) for r in ids], batch_size, random.Random(seed + epoch), parallel):
-            batch = pad_with_types([ids[i] for i in idx], [types[i] for i in idx], pad_id)
+            batch = pad_for_training([ids[i] for i in idx], [types[i] for i in idx], pad_id, train.max_length)
             yield (*batch, np.array([labels[i] for i in idx], dtype))
 
     def loss_fn(self, model):

@@ -24,7 +24,7 @@ import numpy as np
 import mindspore as ms
 from mindspore import ops
 
-from .data import DataError, pad_with_types, text_lines
+from .data import DataError, pad_for_training, text_lines
 from ..common.parallel import SingleProcess
 
 MAX_NGRAM = 3
@@ -157,13 +157,14 @@ def make_sentence_examples(task, documents_ids, max_length, rng: random.Random):
     return make_sop_examples(documents_ids, max_length, rng)
 
 
-def sop_batch(examples, tokenizer):
-    """SOP examples -> (input_ids, token_type_ids, attention_mask, sop_labels)."""
+def sop_batch(examples, tokenizer, max_length):
+    """SOP examples -> (input_ids, token_type_ids, attention_mask, sop_labels), padded to
+    ``data.train_length`` of ``max_length``."""
     rows, types = [], []
     for a, b, _ in examples:
         rows.append([tokenizer.cls_token_id] + a + [tokenizer.sep_token_id] + b + [tokenizer.sep_token_id])
         types.append([0] * (len(a) + 2) + [1] * (len(b) + 1))
-    input_ids, token_type_ids, attention_mask = pad_with_types(rows, types, tokenizer.pad_token_id)
+    input_ids, token_type_ids, attention_mask = pad_for_training(rows, types, tokenizer.pad_token_id, max_length)
     return input_ids, token_type_ids, attention_mask, np.array([e[2] for e in examples], np.int32)
 
 
@@ -230,7 +231,7 @@ class PretrainingBatcher:
     """
 
     def __init__(self, tokenizer, max_length, mask_prob=MASK_PROB):
-        self.tokenizer = tokenizer
+        self.tokenizer, self.max_length = tokenizer, max_length
         self.word_start = word_start_table(tokenizer)
         self.special_ids = set(tokenizer.special_ids.values())
         self.random_ids = np.array([i for i in range(tokenizer.vocab_size) if i not in self.special_ids])
@@ -239,7 +240,7 @@ class PretrainingBatcher:
 
     def __call__(self, examples, rng: np.random.Generator):
         tok = self.tokenizer
-        input_ids, token_type_ids, attention_mask, labels = sop_batch(examples, tok)
+        input_ids, token_type_ids, attention_mask, labels = sop_batch(examples, tok, self.max_length)
         B, S = input_ids.shape
         P = self.max_predictions
         positions = np.zeros((B, P), np.int32)

@@ -21,7 +21,7 @@ import re
 
 import numpy as np
 
-from .data import DataError, pad_with_types
+from .data import DataError, pad_with_types, train_length
 from . import predicting
 from .base import Prepared, Task, finite_or_worst, shuffled_batches
 from .files import check_text, json_kind, read_json, write_json
@@ -147,12 +147,13 @@ def encode_all(tokenizer, questions, max_length, max_qa_length=128):
     return out
 
 
-def batch(encoded, labels, pad_id, pad_multiple=8):
-    """Questions -> input_ids, token_type_ids, attention_mask int32 ``[B, 4, S]`` and labels ``[B]``."""
+def batch(encoded, labels, pad_id, max_length=None):
+    """Questions -> input_ids, token_type_ids, attention_mask int32 ``[B, 4, S]`` and labels ``[B]``;
+    S is the longest sequence rounded up to ``data.train_length`` of ``max_length`` (None: to a multiple of 8)."""
     rows = [r for rs, _ in encoded for r in rs]
     types = [t for _, ts in encoded for t in ts]
     longest = max(len(r) for r in rows)
-    length = -(-longest // pad_multiple) * pad_multiple
+    length = train_length(longest, max_length) if max_length else -(-longest // 8) * 8
     arrays = pad_with_types(rows, types, pad_id, length=length)
     B = len(encoded)
     input_ids, token_type_ids, attention_mask = (a.reshape(B, 4, length) for a in arrays)
@@ -250,7 +251,7 @@ class RaceTask(Task):
         lengths = [len(q.article) for q in questions]
         for idx in shuffled_batches(lengths, batch_size, random.Random(seed + epoch), parallel):
             chosen = [questions[i] for i in idx]
-            yield batch(self._encode(train, chosen), [q.label for q in chosen], pad_id)
+            yield batch(self._encode(train, chosen), [q.label for q in chosen], pad_id, train.max_length)
 
     def loss_fn(self, model):
         from .losses import make_choice_loss_fn

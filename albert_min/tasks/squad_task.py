@@ -15,7 +15,7 @@ import re
 
 import numpy as np
 
-from .data import DataError, pad_with_types
+from .data import DataError, pad_for_training
 from . import predicting, squad, squad_decode, squad_metric
 from .base import Prepared, Task, finite_or_worst, shuffled_batches
 from .files import json_kind, write_json
@@ -202,7 +202,7 @@ class SquadTask(Task):
         pad_id = train.features.tokenizer.pad_token_id
         for idx in shuffled_batches([len(r) for r in ids], batch_size, random.Random(seed + epoch), parallel):
             types = [[0] * context[i] + [1] * (len(ids[i]) - context[i]) for i in idx]
-            yield (*pad_with_types([ids[i] for i in idx], types, pad_id), starts[idx], ends[idx])
+            yield (*pad_for_training([ids[i] for i in idx], types, pad_id, train.max_length), starts[idx], ends[idx])
 
     def loss_fn(self, model):
         from .losses import make_qa_loss_fn

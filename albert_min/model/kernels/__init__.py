@@ -1,8 +1,8 @@
 """Compiled CPU kernels for ALBERT's layers (forward, gradient and dropout), and the one place
 that chooses them (see README.md in this folder).
 
-``linear()``, ``layer_norm(eps)``, ``softmax()``, ``batch_matmul()``, ``activation(name, fn)`` and
-``dropout(p)`` return what a layer computes with:
+``linear()``, ``layer_norm(eps)``, ``softmax()``, ``batch_matmul()``, ``swap_middle_axes()``,
+``activation(name, fn)`` and ``dropout(p)`` return what a layer computes with:
 MindSpore's own ops, or the same forward whose gradient comes from
 ``backward.cc``, compiled on first use (``build.py``; a cached library that is not
 what its build recorded is built again, after a one-line notice). Without a compiler or
@@ -24,7 +24,8 @@ from mindspore import nn
 from .build import KernelBuildError, library_path
 from .philox_dropout import DropoutWithKernels
 from .layers import (Activation, BatchMatMul, BatchMatMulWithKernels, GeluNewWithKernels, LayerNorm,
-                     LayerNormWithKernels, Linear, LinearWithKernels, Softmax, SoftmaxWithKernels)
+                     LayerNormWithKernels, Linear, LinearWithKernels, Softmax, SoftmaxWithKernels, SwapMiddleAxes,
+                     SwapMiddleAxesWithKernels)
 
 _LIBRARY = {}      # compile-cache root -> library path, or None where it could not be built
 # OpenBLAS's sgemm rounds differently on 1 and 2 threads, so the count is fixed (not
@@ -150,6 +151,12 @@ def dropout(p):
     return DropoutWithKernels(p, path) if path else nn.Dropout(p=p)
 
 
+def swap_middle_axes():
+    """The Cell computing ``x [B, P, Q, D] -> [B, Q, P, D]`` (attention's head split and merge)."""
+    path = library()
+    return SwapMiddleAxesWithKernels(path) if path else SwapMiddleAxes()
+
+
 def use_mindspore_ops(model):
     """Swap every compiled-kernel layer inside ``model`` for the MindSpore-ops layer with the same
     forward. The kernels compute in float32 only (OpenBLAS ``sgemm``), so mixed precision runs
@@ -157,7 +164,7 @@ def use_mindspore_ops(model):
     input to float32 and back, and its masks do not depend on MindSpore's thread count."""
     plain = {LinearWithKernels: lambda c: Linear(), LayerNormWithKernels: lambda c: LayerNorm(c.eps),
              SoftmaxWithKernels: lambda c: Softmax(), BatchMatMulWithKernels: lambda c: BatchMatMul(c.transpose_b),
-             GeluNewWithKernels: lambda c: Activation(c.fn)}
+             GeluNewWithKernels: lambda c: Activation(c.fn), SwapMiddleAxesWithKernels: lambda c: SwapMiddleAxes()}
     for _, cell in list(model.cells_and_names()):
         for name, child in list(cell.name_cells().items()):
             if type(child) in plain:
@@ -180,5 +187,5 @@ def activation(name, fn):
 
 
 __all__ = ["KernelBuildError", "enabled", "mindspore_ops", "library", "built", "linear", "layer_norm", "softmax",
-           "batch_matmul", "activation", "dropout", "uses_kernels", "prepare_cpu", "flush_denormals",
+           "batch_matmul", "swap_middle_axes", "activation", "dropout", "uses_kernels", "prepare_cpu", "flush_denormals",
            "set_blas_threads", "set_kernel_threads", "use_mindspore_ops"]
