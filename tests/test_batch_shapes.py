@@ -15,10 +15,10 @@ import sys
 import numpy as np
 import pytest
 
-from albert_min import kernels
+from albert_min.model import kernels
 from albert_min.model.config import AlbertConfig
 from albert_min.tasks.data import train_length
-from albert_min.parallel import SingleProcess
+from albert_min.common.parallel import SingleProcess
 from albert_min.tasks import get_task
 from conftest import FIXTURES, ROOT
 from tokenizer import AlbertTokenizer
