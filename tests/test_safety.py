@@ -378,10 +378,14 @@ def test_sop_text_that_is_empty_is_a_plain_error_and_a_long_line_trains_a_tokeni
     from albert_min.training.run import tokenizer_sentences
     from tokenizer import train_sentencepiece
     task = get_task("sop")
-    sentences = tokenizer_sentences(task, task.read(str(long)), [])
+    sentences = tokenizer_sentences(task, read_documents(str(long)), [])
     assert max(len(s.encode()) for s in sentences) == 4999
     spiece = AlbertTokenizer(train_sentencepiece(sentences, str(tmp_path / "sp"), vocab_size=40))
     assert spiece.tokenize("word word") == ["\u2581word"] * 2
+    # Its 2 documents are too few to hold 2 out for NSP's negatives: one line naming the file, no traceback.
+    code, err = script("train.py", "--task", "sop", "--text", str(long), "--output", str(tmp_path / "o"))
+    assert code == 1 and err.strip().splitlines()[-1].startswith(f"error: {long}: pre-training holds out 5%"), err
+    assert "needs 30+ documents" in err and not (tmp_path / "o").exists()
 
 
 def test_corrupt_spiece_model_and_train_metrics_name_the_path(model_dir, tmp_path):

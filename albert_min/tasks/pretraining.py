@@ -13,6 +13,8 @@ from .base import Prepared, Task
 
 OBJECTIVES = ("sop", "nsp", "mlm")
 HELDOUT_FRACTION = 0.05   # share of the documents held out (at most pretraining.split_documents' 100)
+# The fewest documents whose held-out share is 2 documents: NSP draws its negatives from another document.
+MIN_DOCUMENTS = next(n for n in range(2, 1000) if round(n * HELDOUT_FRACTION) >= 2)
 
 
 class PretrainingTask(Task):
@@ -32,8 +34,10 @@ class PretrainingTask(Task):
 
     def read(self, path):
         documents = objectives.read_documents(path)
-        if len(documents) < 2:
-            raise DataError(f"{path}: pre-training needs 2+ documents (blank line between them), got 1")
+        if len(documents) < MIN_DOCUMENTS:
+            raise DataError(f"{path}: pre-training holds out {HELDOUT_FRACTION:.0%} of its documents (2 at least, for "
+                            f"NSP's negatives) to score on, so it needs {MIN_DOCUMENTS}+ documents (a blank line "
+                            f"between them), got {len(documents)}")
         return documents
 
     def tokenizer_text(self, documents):
