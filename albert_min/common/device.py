@@ -17,9 +17,10 @@ shared 2-core machine under load (benchmarks/cpu_threads.py: train step 0.72-0.8
 7.8-9.4 s against 6.0-8.3 s). $ALBERT_MIN_CPU_THREADS sets another count where the compiled kernels
 are built: their dropout's masks are the same at any thread count, so a run gives the same bits.
 Where they are not (``ALBERT_MIN_KERNELS=off``, no compiler) it stays 1: MindSpore's own Dropout
-draws masks that depend on how its threads split the work. Where they are built, denormal numbers
-are read and written as zero on every thread (``kernels.prepare_cpu``), as MindSpore's own kernel
-threads do already: otherwise a step's bits depend on which thread runs which part of it.
+draws masks that depend on how its threads split the work. At 2+ threads, denormal numbers are read
+and written as zero on every thread (``kernels.prepare_cpu``), as MindSpore's own kernel threads do
+already: otherwise a step's bits depend on which thread runs which part of it. At 1 thread the
+process's floating-point mode is left as it was (a user's numpy sees subnormals).
 
 The kernels are in ``albert_min.model``, above this layer, so ``use_device`` does not import them:
 the callers above (``arguments.use_device_flag``, ``training.run``, ``predict.pipeline``) hand
@@ -132,8 +133,8 @@ def use_device(name=None, cpu_threads=None, flag="device", cpu_setup=None):
     with the CPU-only parts on CPU (``cpu_threads`` kernel threads; None: ``default_cpu_threads``).
     Returns the device.
     ``flag`` names ``name`` in messages (a script's "--device").
-    ``cpu_setup``: on CPU, called on this thread before MindSpore's kernel threads are set (they
-    inherit its floating-point mode); returns whether a run gives the same bits at any MindSpore
+    ``cpu_setup``: on CPU, called with ``cpu_threads`` on this thread before MindSpore's kernel threads
+    are set (they inherit its floating-point mode); returns whether a run gives the same bits at any MindSpore
     thread count. ``albert_min.model.kernels.prepare_cpu`` (builds the kernels, denormals as zero);
     None: nothing, and 1 thread unless ``cpu_threads`` says otherwise.
 
@@ -154,7 +155,7 @@ def use_device(name=None, cpu_threads=None, flag="device", cpu_setup=None):
         raise DeviceError(f"{given}: MindSpore's device is already fixed in this process ({current_device()}); "
                           "choose it before the first model or tensor, once per process") from None
     if applies_cpu_only_parts(device):
-        any_count_repeats = bool(cpu_setup()) if cpu_setup is not None else False   # before MindSpore's threads
+        any_count_repeats = bool(cpu_setup(cpu_threads)) if cpu_setup is not None else False   # before MindSpore's threads
         set_cpu_threads(default_cpu_threads(any_count_repeats) if cpu_threads is None else cpu_threads)
     return device
 

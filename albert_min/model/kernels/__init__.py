@@ -84,11 +84,19 @@ def built():
     return _LIBRARY[root]
 
 
-def prepare_cpu():
+def prepare_cpu(threads=None):
     """What ``albert_min.common.device.use_device`` runs on CPU before it sets MindSpore's thread count
-    (its ``cpu_setup``): builds the kernels and flushes denormals on this thread. True where they are
-    built: their dropout makes a run's bits the same at any MindSpore thread count."""
-    return flush_denormals()
+    (its ``cpu_setup``; ``threads``: the count asked for, None for ``default_cpu_threads``): builds the
+    kernels, and where MindSpore will run more than one kernel thread, flushes denormals on this
+    thread as its pool threads do. At one thread the process's floating-point mode is left alone: it
+    is the user's process too (numpy, hypothesis and the like see subnormals). True where the kernels
+    are built: their dropout makes a run's bits the same at any MindSpore thread count."""
+    if not built():
+        return False
+    from ...common.device import default_cpu_threads
+    if (default_cpu_threads(True) if threads is None else threads) > 1:
+        flush_denormals()
+    return True
 
 
 def flush_denormals():
