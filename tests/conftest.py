@@ -39,6 +39,15 @@ def pytest_configure(config):
                                        "excluded by default, run with -m readme (.ci/run does, after the suite)")
 
 
+@pytest.fixture(scope="module")
+def library():
+    """The compiled kernels' library path; tests that need it are skipped where they cannot be built."""
+    path = kernels.library()
+    if path is None:
+        pytest.skip("no C++ compiler or scipy-openblas32 here: the kernels cannot be built")
+    return path
+
+
 @pytest.fixture(scope="session")
 def reference():
     return dict(np.load(os.path.join(FIXTURES, "reference.npz")))

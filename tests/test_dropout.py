@@ -23,14 +23,6 @@ from test_scripts import TINY_MODEL, sentiment_tsv
 M32 = 0xFFFFFFFF
 
 
-@pytest.fixture(scope="module")
-def library():
-    path = kernels.library()
-    if path is None:
-        pytest.skip("no C++ compiler or scipy-openblas32 here: the kernels cannot be built")
-    return path
-
-
 def philox(counter, k0, k1):
     """Philox4x32-10 in NumPy: counter (4, n) uint32 words -> (4, n) uint32 words."""
     c0, c1, c2, c3 = (np.asarray(c, np.uint64) for c in counter)

@@ -22,14 +22,6 @@ from albert_min.model.heads import AlbertForSequenceClassification
 from conftest import FIXTURES, ROOT
 
 
-@pytest.fixture(scope="module")
-def library():
-    path = kernels.library()
-    if path is None:
-        pytest.skip("no C++ compiler or scipy-openblas32 here: the kernels cannot be built")
-    return path
-
-
 def gradients(cell, *inputs, seed=0):
     """d/d(inputs) of sum(cell(*inputs) * dy) for a fixed random dy, as numpy arrays (jit-compiled)."""
     out_shape = cell(*inputs).shape
@@ -256,6 +248,20 @@ def test_without_a_compiler_the_layers_fall_back_after_one_line(tmp_path, monkey
     notice = capsys.readouterr().err.strip().splitlines()
     assert notice == ["albert_min: kernels not built (no C++ compiler: no-such-compiler-albert-min not found); "
                       "using MindSpore's ops"]
+
+
+def test_an_install_without_the_kernel_sources_falls_back_after_one_line(tmp_path, monkeypatch, capsys):
+    """A wheel built without setup.cfg's package data: the build was an empty library, and loading it
+    raised a traceback (undefined symbol set_blas_threads) from pipeline()."""
+    monkeypatch.setenv("ALBERT_MIN_CACHE", str(tmp_path))
+    monkeypatch.setattr(build, "SOURCES", build.SOURCES[:1] + [str(tmp_path / "forward.cc")])
+    with pytest.raises(build.KernelBuildError, match=r"lacks the kernels' sources forward\.cc: .*reinstall it$"):
+        build.library_path(str(tmp_path))
+    assert type(kernels.linear()) is Linear
+    notice = capsys.readouterr().err.strip().splitlines()
+    assert len(notice) == 1 and notice[0].startswith("albert_min: kernels not built (") and \
+        notice[0].endswith("lacks the kernels' sources forward.cc: albert_min was installed without its package "
+                           "data; reinstall it); using MindSpore's ops")
 
 
 def test_the_library_is_built_once_into_the_cache(library, tmp_path):

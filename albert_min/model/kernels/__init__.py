@@ -78,7 +78,8 @@ def built():
             loaded.set_blas_threads(BLAS_THREADS)
             loaded.set_kernel_threads(KERNEL_THREADS)
         except (KernelBuildError, OSError) as err:
-            print(f"albert_min: kernels not built ({err}); using MindSpore's ops", file=sys.stderr)
+            where = f"{err.filename}: {err.strerror}" if getattr(err, "filename", None) and err.strerror else err
+            print(f"albert_min: kernels not built ({where}); using MindSpore's ops", file=sys.stderr)
             path = None
         _LIBRARY[root] = path
     return _LIBRARY[root]

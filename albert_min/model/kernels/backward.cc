@@ -16,12 +16,6 @@
 
 namespace {
 
-int64_t leading_rows(int ndim, const int64_t *shape) {  // product of all but the last dimension
-  int64_t rows = 1;
-  for (int i = 0; i < ndim - 1; ++i) rows *= shape[i];
-  return rows;
-}
-
 // Sums of n floats in 8 interleaved partial sums, then added up in a fixed order: the same
 // result on every call, and a loop the compiler turns into vector adds (a single running
 // sum is one long dependent chain, 4 cycles per element).
@@ -60,7 +54,7 @@ extern "C" int dense_backward(int nparam, void **params, int *ndims, int64_t **s
   float *dx = static_cast<float *>(params[3]);
   float *dw = static_cast<float *>(params[4]);
   float *db = static_cast<float *>(params[5]);
-  const int64_t K = shapes[0][ndims[0] - 1], M = leading_rows(ndims[0], shapes[0]), N = shapes[1][0];
+  const int64_t K = shapes[0][ndims[0] - 1], M = helper::leading_rows(ndims[0], shapes[0]), N = shapes[1][0];
   // dx and dW cost the same (M N K multiply-adds each): one on each core
   helper::run_pair(M * N * K >= helper::kMinWork,
       [&] { scipy_cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, K, N, 1.0f, dy, N, w, K, 0.0f, dx, K); },
@@ -93,7 +87,7 @@ extern "C" int layer_norm_forward(int nparam, void **params, int *ndims, int64_t
   const float *beta = static_cast<const float *>(params[2]);
   const float eps = static_cast<const float *>(params[3])[0];
   float *y = static_cast<float *>(params[4]);
-  const int64_t C = shapes[0][ndims[0] - 1], R = leading_rows(ndims[0], shapes[0]);
+  const int64_t C = shapes[0][ndims[0] - 1], R = helper::leading_rows(ndims[0], shapes[0]);
   helper::split_range(R, R * C >= helper::kMinElements, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       const float *xr = x + r * C;
@@ -119,7 +113,7 @@ extern "C" int layer_norm_backward(int nparam, void **params, int *ndims, int64_
   float *dx = static_cast<float *>(params[4]);
   float *dgamma = static_cast<float *>(params[5]);
   float *dbeta = static_cast<float *>(params[6]);
-  const int64_t C = shapes[0][ndims[0] - 1], R = leading_rows(ndims[0], shapes[0]);
+  const int64_t C = shapes[0][ndims[0] - 1], R = helper::leading_rows(ndims[0], shapes[0]);
   std::memset(dgamma, 0, C * sizeof(float));
   std::memset(dbeta, 0, C * sizeof(float));
   for (int64_t r = 0; r < R; ++r) {
@@ -152,7 +146,7 @@ extern "C" int softmax_backward(int nparam, void **params, int *ndims, int64_t *
   const float *y = static_cast<const float *>(params[0]);
   const float *dy = static_cast<const float *>(params[1]);
   float *dx = static_cast<float *>(params[2]);
-  const int64_t C = shapes[0][ndims[0] - 1], R = leading_rows(ndims[0], shapes[0]);
+  const int64_t C = shapes[0][ndims[0] - 1], R = helper::leading_rows(ndims[0], shapes[0]);
   helper::split_range(R, R * C >= helper::kMinElements, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       const float *yr = y + r * C, *dyr = dy + r * C;
@@ -202,7 +196,7 @@ void batched_sgemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, void **params, int *n
   const int64_t b_rows = shapes[1][nd - 2], b_cols = shapes[1][nd - 1];
   const int64_t M = ta == CblasTrans ? a_cols : a_rows, K = ta == CblasTrans ? a_rows : a_cols;
   const int64_t N = tb == CblasTrans ? b_rows : b_cols;
-  const int64_t batch = leading_rows(nd - 1, shapes[0]);
+  const int64_t batch = helper::leading_rows(nd - 1, shapes[0]);
   helper::split_range(batch, batch * M * N * K >= helper::kMinWork, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i)
       scipy_cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, 1.0f, a + i * a_rows * a_cols, a_cols,

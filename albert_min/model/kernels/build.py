@@ -13,7 +13,6 @@ library is checked against them before it is loaded: a truncated or damaged
 one is built again, never loaded (it would kill the process: SIGBUS, SIGSEGV).
 """
 
-import glob
 import hashlib
 import json
 import os
@@ -27,8 +26,10 @@ from ...common.checksums import sha256_of
 from ...common.safe_output import remove_dead_temp_files, replace_file
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SOURCES = sorted(glob.glob(os.path.join(HERE, "*.cc")))
-HEADERS = sorted(glob.glob(os.path.join(HERE, "*.h")))
+# Named, not globbed: an install that lost them (a wheel built without setup.cfg's package data)
+# must be told so, not build a library without its functions.
+SOURCES = [os.path.join(HERE, name) for name in ("backward.cc", "dropout.cc", "forward.cc")]
+HEADERS = [os.path.join(HERE, "helper.h")]
 LIBRARY = "albert_kernels.so"
 RECORD_SUFFIX = ".json"     # albert_kernels.so.json: the library's size and sha256, written by its build
 # -fno-trapping-math lets loops with a comparison vectorise (GELU's clamp): it changes no result, only
@@ -103,6 +104,10 @@ def library_path(cache_root, notice=None):
 
     A library that is not what its build recorded (``check_library``) is built again, and
     ``notice`` (a function taking one line) told so once it is."""
+    missing = [os.path.basename(path) for path in SOURCES + HEADERS if not os.path.isfile(path)]
+    if missing:
+        raise KernelBuildError(f"{HERE} lacks the kernels' sources {', '.join(missing)}: albert_min was installed "
+                               "without its package data; reinstall it")
     include, libdir, link = blas()
     cxx, version = compiler()
     folder = os.path.join(cache_root, "kernels", build_key(cxx, version, (include, libdir, link)))

@@ -13,12 +13,6 @@
 
 namespace {
 
-int64_t rows_of(int ndim, const int64_t *shape) {   // product of all but the last dimension
-  int64_t rows = 1;
-  for (int i = 0; i < ndim - 1; ++i) rows *= shape[i];
-  return rows;
-}
-
 // e^x to about 1 ulp in float32 (Cephes' expf: x = n ln 2 + r, |r| <= ln 2 / 2, a degree-5 polynomial
 // for e^r, times 2^n), branch-free so that a loop over it vectorises (no floor, fmin or fmax); x is
 // clamped to where e^x is a finite normal float.
@@ -51,7 +45,7 @@ extern "C" int dense_forward(int nparam, void **params, int *ndims, int64_t **sh
   const float *w = static_cast<const float *>(params[1]);
   const float *b = static_cast<const float *>(params[2]);
   float *y = static_cast<float *>(params[3]);
-  const int64_t K = shapes[0][ndims[0] - 1], M = rows_of(ndims[0], shapes[0]), N = shapes[1][0];
+  const int64_t K = shapes[0][ndims[0] - 1], M = helper::leading_rows(ndims[0], shapes[0]), N = shapes[1][0];
   helper::split_range(M, M * N * K >= helper::kMinWork, [&](int64_t begin, int64_t end) {
     if (end == begin) return;
     scipy_cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, end - begin, N, K, 1.0f, x + begin * K, K, w, K,

@@ -85,6 +85,13 @@ class Worker {
   unsigned csr_ = 0;                    // the caller's MXCSR (x86), set on the helper for each task
 };
 
+// product of all but the last dimension: the rows of a (..., C) tensor seen as (rows, C)
+inline int64_t leading_rows(int ndim, const int64_t *shape) {
+  int64_t rows = 1;
+  for (int i = 0; i < ndim - 1; ++i) rows *= shape[i];
+  return rows;
+}
+
 inline int &threads() {
   static int count = 1;
   return count;
