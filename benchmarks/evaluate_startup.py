@@ -20,6 +20,11 @@ prediction compiles:
 * bucket-64:   every row padded to 64 (1 graph)
 * auto:        ``mindspore.jit(dynamic=1)`` on the bucketed batches (MindSpore compiles
                a static graph, then a dynamic one when the shape changes)
+* pynative:    no graph: the model called op by op (``predict_logits(use_jit=False)``), batches
+               as in "dynamic"; nothing to compile, every op launched from Python
+
+``--rows N,M,...`` runs every variant on the first N rows of SST-2 dev, then M, ..., so the
+choice between compiling a graph and PyNative can be made by data size.
 
 Variants run alternately (cold, then warm, per variant, per repeat) so they share
 the machine's load, which is printed with ``uptime`` before and after. "steady" is
@@ -42,7 +47,7 @@ sys.path.insert(0, ROOT)
 
 MODEL = os.path.join(ROOT, "weights", "sst2-small")
 DEV = os.path.join(os.path.dirname(ROOT), "shared", "data", "sst2", "dev.tsv")
-VARIANTS = ("dynamic", "buckets", "set-inputs", "dynamic-buckets", "buckets-32", "bucket-64", "auto")
+VARIANTS = ("dynamic", "buckets", "set-inputs", "dynamic-buckets", "buckets-32", "bucket-64", "auto", "pynative")
 PHASES = ("read", "build", "load", "tokenizer", "tokenise", "first_calls", "predict", "metrics")
 
 
@@ -52,8 +57,10 @@ def batches_and_graph(variant, model, ids, batch_size, max_length):
     import mindspore as ms
     from albert_min.tasks.classify import DYNAMIC_SHAPE, compiled, dynamic_graph
     from albert_min.tasks.data import bucketed_eval_batches, eval_batches
-    if variant in ("dynamic", "set-inputs", "dynamic-buckets"):
-        if variant == "set-inputs":
+    if variant in ("dynamic", "set-inputs", "dynamic-buckets", "pynative"):
+        if variant == "pynative":
+            forward = model
+        elif variant == "set-inputs":
             dynamic = ms.Tensor(shape=[None, None], dtype=ms.int32)
             model.set_inputs(dynamic, dynamic, dynamic)
             forward = ms.jit(model.construct)
@@ -63,14 +70,14 @@ def batches_and_graph(variant, model, ids, batch_size, max_length):
             batches = list(bucketed_eval_batches(ids, batch_size, max_length))
         else:
             batches = [(idx, rows, None, None) for idx, rows in eval_batches(ids, batch_size)]
-        return batches, forward, [list(DYNAMIC_SHAPE)]
+        return batches, forward, ([] if variant == "pynative" else [list(DYNAMIC_SHAPE)])
     smallest = {"buckets-32": 32, "bucket-64": 64}.get(variant, 16)
     batches = list(bucketed_eval_batches(ids, batch_size, max_length, smallest=smallest))
     forward = ms.jit(model.construct, dynamic=1) if variant == "auto" else compiled(model)
     return batches, forward, [list(s) for s in dict.fromkeys((b[2], b[3]) for b in batches)]
 
 
-def worker(variant, model_dir, data, cache, threads, logits_path):
+def worker(variant, model_dir, data, cache, threads, logits_path, rows):
     """One evaluate.py-like run, timed by phase; prints one JSON object."""
     clock = time.perf_counter()
     times = {}
@@ -98,6 +105,11 @@ def worker(variant, model_dir, data, cache, threads, logits_path):
     start = clock
     registered = get_task("sst2")
     examples = registered.read(data)
+    if rows:
+        import dataclasses
+        examples = dataclasses.replace(examples, **{f: list(getattr(examples, f))[:rows] for f in
+                                                    ("texts", "text_pairs", "labels", "index")
+                                                    if getattr(examples, f) is not None})
     lap("read")
     model = AlbertForSequenceClassification(load_config(model_dir))   # as evaluate.py builds it
     lap("build")
@@ -146,9 +158,9 @@ def worker(variant, model_dir, data, cache, threads, logits_path):
 
 
 # ------------------------------------------------------------------ the driver
-def run_worker(variant, cache, threads, logits_path):
+def run_worker(variant, cache, threads, logits_path, rows):
     proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", variant, MODEL, DEV, cache,
-                           str(threads), logits_path], cwd=ROOT, capture_output=True, text=True,
+                           str(threads), logits_path, str(rows)], cwd=ROOT, capture_output=True, text=True,
                           env=dict(os.environ, GLOG_v="3"))
     if proc.returncode:
         sys.exit(f"error: variant {variant} failed:\n{proc.stderr[-3000:]}")
@@ -159,50 +171,68 @@ def uptime():
     return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
 
 
+def measure(variants, repeats, threads, rows, tmp):
+    """{variant: {"cold": [run, ...], "warm": [...]}}, and each variant's max |dp| from "buckets"."""
+    import numpy as np
+    results = {v: {"cold": [], "warm": []} for v in variants}
+    for rep in range(repeats):
+        for variant in variants:
+            cache = os.path.join(tmp, f"cache-{variant}-{rows}-{rep}")
+            for state in ("cold", "warm"):
+                path = os.path.join(tmp, f"{variant}-{rows}.npy")
+                results[variant][state].append(run_worker(variant, cache, threads, path, rows))
+    reference = "buckets" if "buckets" in variants else variants[0]
+    ref = np.load(os.path.join(tmp, f"{reference}-{rows}.npy"))
+    diffs = {v: float(np.abs(softmax(np.load(os.path.join(tmp, f"{v}-{rows}.npy"))) - softmax(ref)).max())
+             for v in variants}
+    return results, diffs, reference
+
+
+def print_tables(results, diffs, reference, repeats, threads, rows):
+    import numpy as np
+    med = lambda runs, key: float(np.median([r[key] for r in runs]))    # noqa: E731
+    some = next(iter(results.values()))["cold"][0]
+    print(f"\n{some['examples']} rows of SST-2 dev{'' if rows else ' (all)'}: median of {repeats}, MindSpore "
+          f"{threads} kernel thread(s), seconds unless said; max |dp| against {reference}")
+    print(f"{'variant':<16} {'graphs':>6} {'shapes':>6} {'cold':>6} {'warm':>6} {'cold 1st':>8} {'warm 1st':>8} "
+          f"{'steady ex/s':>11} {'max |dp|':>9} {'accuracy':>8}")
+    for variant, runs in results.items():
+        cold, warm = runs["cold"], runs["warm"]
+        print(f"{variant:<16} {cold[0]['graphs']:>6} {cold[0]['batch_shapes']:>6} {med(cold, 'end_to_end'):>6.2f} "
+              f"{med(warm, 'end_to_end'):>6.2f} {med(cold, 'first_calls'):>8.2f} {med(warm, 'first_calls'):>8.2f} "
+              f"{warm[0]['examples'] / med(warm + cold, 'steady'):>11.0f} {diffs[variant]:>9.1e} "
+              f"{cold[0]['accuracy']:>8.4f}")
+    for state in ("cold", "warm"):
+        print(f"\n{state} run by phase ('{state}' above is their sum without imports):")
+        print(f"{'variant':<16} " + " ".join(f"{k:>11}" for k in ("imports",) + PHASES))
+        for variant, runs in results.items():
+            print(f"{variant:<16} " + " ".join(f"{med(runs[state], k):>11.3f}" for k in ("imports",) + PHASES))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--repeats", type=int, default=3, help="runs per variant and cache state; medians reported")
     p.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated, from: " + ", ".join(VARIANTS))
     p.add_argument("--threads", type=int, default=1, help="MindSpore kernel threads (default: %(default)s)")
-    p.add_argument("--worker", nargs=6, metavar=("VARIANT", "MODEL", "DATA", "CACHE", "THREADS", "LOGITS"),
+    p.add_argument("--rows", default="0", help="comma-separated data sizes: the first N rows of SST-2 dev "
+                                               "(0: all 872; default: %(default)s)")
+    p.add_argument("--worker", nargs=7, metavar=("VARIANT", "MODEL", "DATA", "CACHE", "THREADS", "LOGITS", "ROWS"),
                    help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
-        variant, model_dir, data, cache, threads, logits_path = args.worker
-        return worker(variant, model_dir, data, cache, int(threads), logits_path)
-    import numpy as np
+        variant, model_dir, data, cache, threads, logits_path, rows = args.worker
+        return worker(variant, model_dir, data, cache, int(threads), logits_path, int(rows))
     variants = args.variants.split(",")
+    unknown = sorted(set(variants) - set(VARIANTS))
+    if unknown:
+        sys.exit(f"error: --variants: unknown {', '.join(unknown)} (known: {', '.join(VARIANTS)})")
     print("before:", uptime())
-    results = {v: {"cold": [], "warm": []} for v in variants}
-    diffs = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for rep in range(args.repeats):
-            for variant in variants:
-                cache = os.path.join(tmp, f"cache-{variant}-{rep}")
-                for state in ("cold", "warm"):
-                    path = os.path.join(tmp, f"{variant}.npy")
-                    results[variant][state].append(run_worker(variant, cache, args.threads, path))
-        reference = np.load(os.path.join(tmp, "buckets.npy")) if "buckets" in variants else None
-        for variant in variants:
-            if reference is not None:
-                logits = np.load(os.path.join(tmp, f"{variant}.npy"))
-                diffs[variant] = float(np.abs(softmax(logits) - softmax(reference)).max())
+        tables = [(int(rows), measure(variants, args.repeats, args.threads, int(rows), tmp))
+                  for rows in args.rows.split(",")]
     print("after: ", uptime())
-    print(f"median of {args.repeats}, MindSpore {args.threads} kernel thread(s), seconds unless said")
-    print(f"{'variant':<16} {'graphs':>6} {'shapes':>6} {'cold':>6} {'warm':>6} {'cold 1st':>8} {'warm 1st':>8} "
-          f"{'steady ex/s':>11} {'max |dp|':>9} {'accuracy':>8}")
-    med = lambda runs, key: float(np.median([r[key] for r in runs]))    # noqa: E731
-    for variant in variants:
-        cold, warm = results[variant]["cold"], results[variant]["warm"]
-        print(f"{variant:<16} {cold[0]['graphs']:>6} {cold[0]['batch_shapes']:>6} {med(cold, 'end_to_end'):>6.2f} "
-              f"{med(warm, 'end_to_end'):>6.2f} {med(cold, 'first_calls'):>8.2f} {med(warm, 'first_calls'):>8.2f} "
-              f"{warm[0]['examples'] / med(warm + cold, 'steady'):>11.0f} {diffs.get(variant, float('nan')):>9.1e} "
-              f"{cold[0]['accuracy']:>8.4f}")
-    print("\nwarm run by phase (imports are not part of 'warm'):")
-    print(f"{'variant':<16} " + " ".join(f"{k:>11}" for k in ("imports",) + PHASES))
-    for variant in variants:
-        warm = results[variant]["warm"]
-        print(f"{variant:<16} " + " ".join(f"{med(warm, k):>11.3f}" for k in ("imports",) + PHASES))
+    for rows, (results, diffs, reference) in tables:
+        print_tables(results, diffs, reference, args.repeats, args.threads, rows)
 
 
 def softmax(x):

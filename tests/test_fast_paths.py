@@ -11,6 +11,7 @@ import mindspore as ms
 import pytest
 
 from albert_min.model import kernels
+from albert_min.tasks import classify
 from albert_min.tasks.classify import cache_key, predict
 from albert_min.model.config import AlbertConfig
 from albert_min.tasks.data import bucket_length, bucketed_eval_batches, pad_batch, read_tsv
@@ -67,15 +68,17 @@ def test_pad_batch_refuses_a_row_longer_than_the_length():
         pad_batch([[1] * 20], 0, length=16)
 
 
-def test_the_dynamic_graph_and_padding_do_not_change_probabilities():
+def test_the_dynamic_graph_and_padding_do_not_change_probabilities(monkeypatch):
     """Graph mode (one dynamic-shape graph, batches of 8) and PyNative (batches of 5, other padding)
     agree, and declaring the graph's inputs dynamic renames none of the model's parameters."""
     from tokenizer import AlbertTokenizer
+    monkeypatch.setattr(classify, "GRAPH_FROM_ROWS", 1)             # the graph for these 45 rows
     model = AlbertForSequenceClassification.from_pretrained(MODEL)
     tokenizer = AlbertTokenizer.from_pretrained(MODEL)
     sentences = read_tsv(os.path.join(SST2_DIR, "dev.tsv"))[0][:45]
     names = [p.name for p in model.get_parameters()]
     graph, _ = predict(model, tokenizer, sentences, batch_size=8, max_length=64, progress=False)
+    assert model in classify._DYNAMIC_GRAPHS
     plain, _ = predict(model, tokenizer, sentences, batch_size=5, max_length=64, use_jit=False, progress=False)
     assert np.abs(graph - plain).max() <= 1e-5
     assert [p.name for p in model.get_parameters()] == names
@@ -91,8 +94,28 @@ def test_compile_cache_folders_are_keyed_by_config_and_shape_order():
     assert cache_key(small, shapes) != cache_key(small, shapes[::-1])
 
 
+def test_a_model_compiles_its_graph_only_once_enough_rows_were_asked(monkeypatch):
+    """PyNative for a few rows (nothing to compile), the dynamic graph once GRAPH_FROM_ROWS rows were asked
+    of the same model in this process; both give the same probabilities."""
+    from tokenizer import AlbertTokenizer
+    monkeypatch.setattr(classify, "GRAPH_FROM_ROWS", 12)
+    model = AlbertForSequenceClassification.from_pretrained(MODEL)
+    tokenizer = AlbertTokenizer.from_pretrained(MODEL)
+    sentences = read_tsv(os.path.join(SST2_DIR, "dev.tsv"))[0][:8]
+    few, _ = predict(model, tokenizer, sentences, batch_size=4, max_length=64, progress=False)
+    assert model not in classify._DYNAMIC_GRAPHS                   # 8 rows asked: PyNative
+    again, _ = predict(model, tokenizer, sentences, batch_size=4, max_length=64, progress=False)
+    assert model in classify._DYNAMIC_GRAPHS                       # 16 rows asked: the graph
+    np.testing.assert_allclose(again, few, rtol=0, atol=1e-6)
+    other = AlbertForSequenceClassification.from_pretrained(MODEL)
+    predict(other, tokenizer, sentences, batch_size=4, max_length=64, use_jit=False, progress=False)
+    predict(other, tokenizer, sentences, batch_size=4, max_length=64, use_jit=False, progress=False)
+    assert other not in classify._DYNAMIC_GRAPHS                   # use_jit=False never compiles
+
+
 def test_second_evaluate_run_uses_the_cache_and_reports_the_same(tmp_path):
-    rows = open(os.path.join(SST2_DIR, "dev.tsv"), encoding="utf-8").read().splitlines()[:31]
+    # GRAPH_FROM_ROWS rows: evaluate.py compiles the graph (fewer run in PyNative and cache nothing)
+    rows = open(os.path.join(SST2_DIR, "dev.tsv"), encoding="utf-8").read().splitlines()[:classify.GRAPH_FROM_ROWS + 1]
     data = tmp_path / "dev30.tsv"
     data.write_text("\n".join(rows) + "\n", encoding="utf-8")
     cache = tmp_path / "cache"

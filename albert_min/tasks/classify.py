@@ -77,6 +77,35 @@ def dynamic_graph(classifier):
 _CACHE_USED = False
 DYNAMIC_SHAPE = (None, None)   # the (B, S) that keys dynamic_graph's cache folder
 
+# PyNative (op by op, nothing to compile) or the dynamic-shape graph? Compiling costs about 2 s once
+# (sst2-small, 1 thread); the graph then predicts about 1.8x faster (448 against 253 ex/s), and a
+# later process loads it from the compile cache in about 0.3 s. benchmarks/evaluate_startup.py
+# --variants dynamic,pynative --rows 16,64,256,0 (docs/speed.md): with nothing compiled PyNative
+# took 0.65 / 0.88 / 1.74 s for 16 / 64 / 256 rows against the graph's 2.29 / 2.86 / 2.82 s; with the
+# graph cached the two tie at 16-64 rows and the graph wins from 256 (1.23 against 1.76 s). So a model
+# is compiled once it has been asked for GRAPH_FROM_ROWS rows in this process (a pipeline fed a few
+# sentences at a time, train.py's repeated dev evaluations), or straight away when its graph is cached.
+GRAPH_FROM_ROWS = 256
+_ROWS_ASKED = weakref.WeakKeyDictionary()
+
+
+def _cache_folder(root, model, shapes):
+    """Where compile_cache keeps ``model``'s graphs for ``shapes`` under ``root``."""
+    from ..model import kernels
+    library = kernels.built() if kernels.uses_kernels(model) else None
+    return os.path.join(root, cache_key(model.config, shapes, library))
+
+
+def graph_pays(model, rows, cache_dir=None):
+    """Whether predicting ``rows`` more rows with ``model`` should use (and compile) its dynamic-shape
+    graph rather than PyNative: see GRAPH_FROM_ROWS."""
+    asked = _ROWS_ASKED.get(model, 0) + rows
+    _ROWS_ASKED[model] = asked
+    if model in _DYNAMIC_GRAPHS or asked >= GRAPH_FROM_ROWS:
+        return True
+    usable_cache = cache_dir is not None and not _CACHE_USED and os.path.isfile(sys.argv[0])
+    return usable_cache and os.path.isdir(_cache_folder(cache_dir, model, [DYNAMIC_SHAPE]))
+
 
 def cache_key(config, shapes, kernels_library=None):
     """Folder name for the graphs of ``config`` compiled for ``shapes`` in this order, calling the
@@ -114,9 +143,7 @@ def compile_cache(root, model, shapes):
         yield
         return
     _CACHE_USED = True
-    from ..model import kernels
-    library = kernels.built() if kernels.uses_kernels(model) else None
-    final = os.path.join(root, cache_key(model.config, shapes, library))
+    final = _cache_folder(root, model, shapes)
     ready = os.path.isdir(final)
     path = final if ready else f"{final}.tmp-{os.getpid()}"
     try:   # made here, not by MindSpore, which logs a raw [ERROR] line per failed step and goes on
@@ -161,19 +188,22 @@ def predict_logits(model, tokenizer, texts, text_pairs=None, batch_size=64, max_
     input order (pairs as ``[CLS] a [SEP] b [SEP]`` with token type ids 0 / 1).
     For a regression model (num_labels = 1) column 0 is the predicted score.
 
-    Graph mode compiles one graph with a dynamic batch and length
-    (``dynamic_graph``); ``cache_dir`` keeps it on disk for the next process
+    With ``use_jit``, a model asked for GRAPH_FROM_ROWS rows or more (this call and the
+    ones before, or its graph in ``cache_dir``) runs one graph with a dynamic batch and length
+    (``dynamic_graph``), fewer rows run op by op (PyNative: nothing to compile);
+    ``cache_dir`` keeps the graph on disk for the next process
     (``compile_cache``). Rows sorted by length go in batches of ``batch_size``,
     each padded to its longest row rounded up to 8. Padding changes no logit:
     padded keys get exactly zero attention.
     Returns (logits, seconds spent).
     """
     model.set_train(False)
-    forward = dynamic_graph(model) if use_jit else model
     ids, types = encode_examples(tokenizer, texts, text_pairs, max_length)
+    graph = use_jit and graph_pays(model, len(ids), cache_dir)
+    forward = dynamic_graph(model) if graph else model
     logits = np.zeros((len(texts), model.config.num_labels), np.float32)
     start = time.perf_counter()
-    with compile_cache(cache_dir if use_jit else None, model, [DYNAMIC_SHAPE]), \
+    with compile_cache(cache_dir if graph else None, model, [DYNAMIC_SHAPE]), \
             tqdm(total=len(texts), desc="evaluating", unit="ex", disable=not progress) as bar:
         for idx, rows in eval_batches(ids, batch_size):
             batch = pad_with_types(rows, [types[i] for i in idx], tokenizer.pad_token_id)
