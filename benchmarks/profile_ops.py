@@ -3,11 +3,15 @@
     /work/refenv/bin/python benchmarks/profile_ops.py           # sst2-small train step (under 1 min)
     /work/refenv/bin/python benchmarks/profile_ops.py --base    # also the albert-base-v2 step (about 4 min)
     /work/refenv/bin/python benchmarks/profile_ops.py --json    # one JSON object
+    /work/refenv/bin/python benchmarks/profile_ops.py --forward # also the forward alone (prediction)
 
 The train step is speed.py's ``step_pair``: forward, backward, clipping to
 norm 1 and AdamW, the same random inputs and weights in both frameworks;
 weights/sst2-small's config at batch 64, seq 32 and, with --base,
-albert-base-v2's (random weights) at batch 8, seq 128. After two warm-up
+albert-base-v2's (random weights) at batch 8, seq 128. With --forward, also
+speed.py's encoder rows: the sst2-small encoder in eval mode at batch 64, seq 32
+(and base's at batch 32, seq 128 with --base), the path prediction takes
+(albert_min's forward kernels, torch under no_grad). After two warm-up
 steps each, --steps steps run without a profiler (wall ms/step, median),
 then --steps under each profiler: ``mindspore.profiler.profile`` on CPU
 (each kernel run's time, joined with the input shapes it records) and
@@ -69,6 +73,7 @@ def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--steps", type=int, default=5, help="steps timed and profiled per framework")
     p.add_argument("--base", action="store_true", help="also profile the albert-base-v2 fine-tuning step")
+    p.add_argument("--forward", action="store_true", help="also profile the encoders' forward (prediction)")
     p.add_argument("--torch-threads", type=int, default=1)
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the tables")
     p.add_argument("--shapes", action="store_true",
@@ -225,8 +230,8 @@ def summary(ops, steps, wall, profiled_wall):
             "top_shapes": [{"op": k, "ms": by_shape[k], "per_step": shape_count[k] / steps} for k in top_shapes]}
 
 
-def profile_case(name, config, batch, seq, args):
-    ours, ref = step_pair(config, batch, seq, train=True)
+def profile_case(name, config, batch, seq, args, train=True):
+    ours, ref = step_pair(config, batch, seq, train=train)
     for fn in (ours, ref, ours, ref):
         fn()
     walls = {"ours": [], "torch": []}
@@ -248,7 +253,7 @@ def uptime():
 
 def print_case(case, shapes=False):
     ours, ref = case["ours"], case["torch"]
-    print(f"\n{case['name']}: ms/step\n{'category':<22} {'ours':>9} {'torch':>9} {'ours/torch':>10}")
+    print(f"\n{case['name']}: ms/call\n{'category':<22} {'ours':>9} {'torch':>9} {'ours/torch':>10}")
     rows = [(c, ours["categories"][c], ref["categories"][c]) for c in CATEGORIES]
     rows += [("sum of ops", ours["op_sum_ms"], ref["op_sum_ms"]),
              ("wall, under profiler", ours["profiled_wall_ms"], ref["profiled_wall_ms"]),
@@ -285,9 +290,14 @@ def main():
     cases = [("sst2-small train step", AlbertConfig.from_json_file(os.path.join(MODEL, "config.json")), 64, 32)]
     if args.base:
         cases.append(("base fine-tuning step", AlbertConfig.preset("base"), 8, 128))
+    cases = [case + (True,) for case in cases]
+    if args.forward:
+        cases.append(("sst2-small encoder forward", cases[0][1], 64, 32, False))
+        if args.base:
+            cases.append(("base encoder forward", AlbertConfig.preset("base"), 32, 128, False))
     results = []
-    for name, config, batch, seq in cases:
-        results.append(profile_case(name, config, batch, seq, args))
+    for name, config, batch, seq, train in cases:
+        results.append(profile_case(name, config, batch, seq, args, train))
         if not args.json:
             print_case(results[-1], args.shapes)
     info["uptime_after"] = uptime()
