@@ -151,7 +151,8 @@ def run_measured(shell, cwd, env, timeout_s=DEFAULT_TIMEOUT_S, log_path=None):
     with open(log_path, encoding="utf-8", errors="replace") as f:
         output = f.read()
     os.remove(log_path)
-    return Result(proc.returncode, usage.ru_maxrss / 2**20, time.monotonic() - start, output)
+    # ru_maxrss is in KiB on Linux; GB here and in the README are 10^9 bytes
+    return Result(proc.returncode, usage.ru_maxrss * 1024 / 1e9, time.monotonic() - start, output)
 
 
 def report(rows):
