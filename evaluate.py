@@ -179,13 +179,13 @@ def main(argv=None):
     if not args.model:
         sys.exit(how_to_get_a_model())
     args.device = num.use_device_flag(args.device)   # before any work
-    from albert_min.common.errors import AlbertMinError
+    from albert_min.common.errors import AlbertMinError, os_error_text
     from albert_min.common.safe_output import output_lock
     try:
         with output_lock(args.output) if args.output else contextlib.nullcontext():   # one writer per --output
             return evaluate(args)
     except (AlbertMinError, OSError) as err:
-        sys.exit(f"error: {num.os_error_text(err) if isinstance(err, OSError) else err}")
+        sys.exit(f"error: {os_error_text(err) if isinstance(err, OSError) else err}")
 
 
 def evaluate(args):

@@ -46,7 +46,7 @@ os.environ.setdefault("GLOG_v", "3")
 
 from albert_min import arguments as num  # noqa: E402
 from albert_min.common.device import add_device_flag  # noqa: E402
-from albert_min.common.errors import AlbertMinError  # noqa: E402
+from albert_min.common.errors import AlbertMinError, os_error_text  # noqa: E402
 from albert_min.training.mixed_precision import needs_loss_scale  # noqa: E402
 from albert_min.training.run_config import ResumeError, RunConfig, flag_name, from_flat  # noqa: E402
 from albert_min.tasks import REGISTRY, TASK_NAMES, get_task, infer_task  # noqa: E402
@@ -338,7 +338,7 @@ def main(argv=None):
                 settings = resumed_settings(settings, given)
             return train_run(settings, resume=args.resume, force=args.force)
     except (AlbertMinError, OSError) as err:
-        sys.exit(f"error: {num.os_error_text(err) if isinstance(err, OSError) else err}")
+        sys.exit(f"error: {os_error_text(err) if isinstance(err, OSError) else err}")
     except KeyboardInterrupt:
         print(f"interrupted; continue from the last saved state with --resume ({settings.training.state_dir})",
               file=sys.stderr)

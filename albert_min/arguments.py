@@ -73,13 +73,6 @@ def add_squad_flags(parser, default_from):
                             f"(default: {default_from.format(d['null_score_diff_threshold'])})")
 
 
-def os_error_text(err: OSError) -> str:
-    """``path: reason`` for an OSError from the OS, else its own message."""
-    if err.filename is not None and err.strerror:
-        return f"{err.filename}: {err.strerror}"
-    return str(err)
-
-
 def use_device_flag(device):
     """A script's ``--device`` value (None: $ALBERT_MIN_DEVICE, else CPU) set for this process
     before any work (``device.use_device``); returns the device. A device this MindSpore cannot run

@@ -24,3 +24,10 @@ class OutputExistsError(FileExistsError):
 
     def __str__(self):
         return f"{self.filename} already exists (pass force=True to replace it)"
+
+
+def os_error_text(err: OSError) -> str:
+    """``path: reason`` for an OSError from the OS, else its own message."""
+    if err.filename is not None and err.strerror:
+        return f"{err.filename}: {err.strerror}"
+    return str(err)

@@ -19,6 +19,7 @@ import mindspore as ms
 from mindspore import nn
 from tqdm import tqdm
 
+from ..common.errors import os_error_text
 from .data import encode_examples, eval_batches, pad_with_types
 
 
@@ -103,8 +104,13 @@ def graph_pays(model, rows, cache_dir=None):
     _ROWS_ASKED[model] = asked
     if model in _DYNAMIC_GRAPHS or asked >= GRAPH_FROM_ROWS:
         return True
-    usable_cache = cache_dir is not None and not _CACHE_USED and os.path.isfile(sys.argv[0])
-    return usable_cache and os.path.isdir(_cache_folder(cache_dir, model, [DYNAMIC_SHAPE]))
+    return _cache_applies(cache_dir) and os.path.isdir(_cache_folder(cache_dir, model, [DYNAMIC_SHAPE]))
+
+
+def _cache_applies(root):
+    """Whether compile_cache would use ``root`` in this process (see there)."""
+    # MindSpore hashes the entry script (sys.argv[0]) into the cache: none under `python -c` or a REPL.
+    return root is not None and not _CACHE_USED and os.path.isfile(sys.argv[0])
 
 
 def cache_key(config, shapes, kernels_library=None):
@@ -138,8 +144,7 @@ def compile_cache(root, model, shapes):
     calls, root=None and scripts without a file (``python -c``) run without it.
     """
     global _CACHE_USED
-    # MindSpore hashes the entry script (sys.argv[0]) into the cache: none under `python -c` or a REPL.
-    if root is None or _CACHE_USED or not os.path.isfile(sys.argv[0]):
+    if not _cache_applies(root):
         yield
         return
     _CACHE_USED = True
@@ -151,8 +156,7 @@ def compile_cache(root, model, shapes):
         if not os.access(path, os.R_OK | os.W_OK | os.X_OK):
             raise PermissionError(errno.EACCES, "not writable", path)
     except OSError as err:
-        where = f"{err.filename}: {err.strerror}" if err.filename and err.strerror else str(err)
-        print(f"albert_min: compile cache not used ({where}); compiling without it", file=sys.stderr)
+        print(f"albert_min: compile cache not used ({os_error_text(err)}); compiling without it", file=sys.stderr)
         yield
         return
     ms.set_context(enable_compile_cache=True, compile_cache_path=path)

@@ -21,6 +21,7 @@ import sys
 
 from mindspore import nn
 
+from ...common.errors import os_error_text
 from .build import KernelBuildError, library_path
 from .philox_dropout import DropoutWithKernels
 from .layers import (Activation, BatchMatMul, BatchMatMulWithKernels, GeluNewWithKernels, LayerNorm,
@@ -78,7 +79,7 @@ def built():
             loaded.set_blas_threads(BLAS_THREADS)
             loaded.set_kernel_threads(KERNEL_THREADS)
         except (KernelBuildError, OSError) as err:
-            where = f"{err.filename}: {err.strerror}" if getattr(err, "filename", None) and err.strerror else err
+            where = os_error_text(err) if isinstance(err, OSError) else err
             print(f"albert_min: kernels not built ({where}); using MindSpore's ops", file=sys.stderr)
             path = None
         _LIBRARY[root] = path
