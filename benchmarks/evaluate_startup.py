@@ -172,7 +172,8 @@ def uptime():
 
 
 def measure(variants, repeats, threads, rows, tmp):
-    """{variant: {"cold": [run, ...], "warm": [...]}}, and each variant's max |dp| from "buckets"."""
+    """({variant: {"cold": [run, ...], "warm": [...]}}, each variant's max |dp| from the reference variant,
+    the reference: "buckets" where it runs, else the first variant)."""
     import numpy as np
     results = {v: {"cold": [], "warm": []} for v in variants}
     for rep in range(repeats):
@@ -226,10 +227,12 @@ def main():
     unknown = sorted(set(variants) - set(VARIANTS))
     if unknown:
         sys.exit(f"error: --variants: unknown {', '.join(unknown)} (known: {', '.join(VARIANTS)})")
+    sizes = args.rows.split(",")
+    if not all(size.isdigit() for size in sizes):
+        sys.exit(f"error: --rows {args.rows!r}: give whole numbers of rows, comma-separated (0: all)")
     print("before:", uptime())
     with tempfile.TemporaryDirectory() as tmp:
-        tables = [(int(rows), measure(variants, args.repeats, args.threads, int(rows), tmp))
-                  for rows in args.rows.split(",")]
+        tables = [(int(rows), measure(variants, args.repeats, args.threads, int(rows), tmp)) for rows in sizes]
     print("after: ", uptime())
     for rows, (results, diffs, reference) in tables:
         print_tables(results, diffs, reference, args.repeats, args.threads, rows)
