@@ -1,7 +1,7 @@
 """The bottom layer: what every other layer uses, and which imports nothing else of albert_min.
 
 - ``errors``: ``AlbertMinError``, the base of every error the scripts print as one ``error:`` line;
-- ``device``: where MindSpore runs (the one call of ``mindspore.set_device``);
+- ``device``: where MindSpore runs (the one call of ``mindspore.set_device``), its CPU threads and memory pool;
 - ``parallel``: which worker of a data-parallel (``msrun``) job this process is;
 - ``safe_output``, ``output_lock``: outputs written atomically, replacing only what albert_min wrote,
   one process per output;
