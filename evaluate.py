@@ -185,7 +185,7 @@ def main(argv=None):
         with output_lock(args.output) if args.output else contextlib.nullcontext():   # one writer per --output
             return evaluate(args)
     except (AlbertMinError, OSError) as err:
-        sys.exit(f"error: {os_error_text(err) if isinstance(err, OSError) else err}")
+        sys.exit(f"error: {os_error_text(err)}")
 
 
 def evaluate(args):

@@ -338,7 +338,7 @@ def main(argv=None):
                 settings = resumed_settings(settings, given)
             return train_run(settings, resume=args.resume, force=args.force)
     except (AlbertMinError, OSError) as err:
-        sys.exit(f"error: {os_error_text(err) if isinstance(err, OSError) else err}")
+        sys.exit(f"error: {os_error_text(err)}")
     except KeyboardInterrupt:
         print(f"interrupted; continue from the last saved state with --resume ({settings.training.state_dir})",
               file=sys.stderr)

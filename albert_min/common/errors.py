@@ -26,8 +26,8 @@ class OutputExistsError(FileExistsError):
         return f"{self.filename} already exists (pass force=True to replace it)"
 
 
-def os_error_text(err: OSError) -> str:
-    """``path: reason`` for an OSError from the OS, else its own message."""
-    if err.filename is not None and err.strerror:
+def os_error_text(err: Exception) -> str:
+    """``path: reason`` for an OSError from the OS, else the error's own message."""
+    if isinstance(err, OSError) and err.filename is not None and err.strerror:
         return f"{err.filename}: {err.strerror}"
     return str(err)

@@ -79,8 +79,7 @@ def built():
             loaded.set_blas_threads(BLAS_THREADS)
             loaded.set_kernel_threads(KERNEL_THREADS)
         except (KernelBuildError, OSError) as err:
-            where = os_error_text(err) if isinstance(err, OSError) else err
-            print(f"albert_min: kernels not built ({where}); using MindSpore's ops", file=sys.stderr)
+            print(f"albert_min: kernels not built ({os_error_text(err)}); using MindSpore's ops", file=sys.stderr)
             path = None
         _LIBRARY[root] = path
     return _LIBRARY[root]
