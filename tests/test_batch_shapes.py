@@ -167,6 +167,7 @@ def test_mindspore_s_cpu_memory_pool_grows_in_quarter_gigabytes():
     assert block_gb("mindspore") > 1.0         # what the test sees without the setting
     assert block_gb("albert_min") < 0.3
 
+
 def test_a_memory_pool_the_caller_set_is_kept():
     out = subprocess.run([sys.executable, "-c", (
         "import sys; sys.path.insert(0, sys.argv[1]); import mindspore as ms; "

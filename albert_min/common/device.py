@@ -204,10 +204,9 @@ def set_cpu_memory_pool(step=POOL_STEP):
     shapes").
     """
     import mindspore as ms
-    try:
+    from mindspore._c_expression import RuntimeConf   # what set_memory asks before refusing a second call
+    if not RuntimeConf.get_instance().is_memory_configured():   # else the caller's setting holds
         ms.runtime.set_memory(init_size=step, increase_size=step)
-    except RuntimeError:   # "can not be set repeatedly": the caller's setting holds
-        pass
 
 
 def cpu_threads():
