@@ -105,7 +105,8 @@ def _loads(path):
         loaded = ctypes.CDLL(path)
         missing = [name for name in FUNCTIONS if not hasattr(loaded, name)]
         if missing:
-            raise AttributeError(f"it lacks {', '.join(missing)}")
+            more = f" and {len(missing) - 1} more of the kernels' functions" if len(missing) > 1 else ""
+            raise AttributeError(f"it lacks {missing[0]}{more}: not albert_min's kernels")
         loaded.set_kernel_threads(KERNEL_THREADS)
     except Exception as err:                    # noqa: BLE001 - whatever the loader raises: MindSpore's ops
         print(f"albert_min: kernels not used ({path}: {os_error_text(err)}); using MindSpore's ops", file=sys.stderr)
