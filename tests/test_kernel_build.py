@@ -1,6 +1,7 @@
 """albert_min/model/kernels: finding, building and loading the library where things are missing or
 wrong: a foreign library in the cache, a full disk, no compiler, no /proc, no sched_getaffinity."""
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -180,3 +181,20 @@ def test_the_kernels_import_without_sched_getaffinity():
     assert proc.returncode == 0, proc.stderr[-2000:]
     threads, expected = proc.stdout.split()
     assert threads == expected
+
+
+@pytest.mark.parametrize("lacking", ["the library", "a function"])
+def test_without_mindspores_onednn_the_layers_fall_back_after_one_line(tmp_path, monkeypatch, capsys, lacking):
+    """The kernels' GEMMs are oneDNN's, from the libdnnl.so.3 MindSpore ships: a MindSpore without it
+    (or with one lacking dnnl_sgemm) gets MindSpore's ops and one line saying why."""
+    if lacking == "the library":
+        monkeypatch.setattr(build, "ONEDNN", "libdnnl-absent.so.3")
+        folder = os.path.join(os.path.dirname(importlib.util.find_spec("mindspore").origin), "lib")
+        why = f"no oneDNN: MindSpore's libdnnl-absent.so.3 is not in {folder}); "
+    else:
+        why = f"no oneDNN GEMM: {os.path.join(build.onednn(), build.ONEDNN)} lacks dnnl_no_such_gemm); "
+        monkeypatch.setattr(build, "ONEDNN_SYMBOLS", build.ONEDNN_SYMBOLS + ("dnnl_no_such_gemm",))
+    monkeypatch.setenv("ALBERT_MIN_CACHE", str(tmp_path))
+    assert type(kernels.linear()) is Linear and type(kernels.layer_norm(1e-12)) is LayerNorm
+    notice = capsys.readouterr().err.strip().splitlines()
+    assert notice == [f"albert_min: kernels not built ({why}using MindSpore's ops"]

@@ -68,7 +68,7 @@ def onednn():
     folder = os.path.join(os.path.dirname(spec.origin), "lib") if spec and spec.origin else ""
     path = os.path.join(folder, ONEDNN)
     if not os.path.isfile(path):
-        raise KernelBuildError(f"no oneDNN: {path or ONEDNN} not found (it ships with MindSpore)")
+        raise KernelBuildError(f"no oneDNN: MindSpore's {ONEDNN} is not in {folder or 'its lib folder'}")
     import ctypes       # MindSpore has it loaded already
     try:
         library = ctypes.CDLL(path)
