@@ -14,6 +14,7 @@ from albert_min.model import kernels
 from albert_min.model.kernels import build
 from albert_min.model.kernels.layers import LayerNorm, Linear
 from conftest import ROOT
+from test_kernels import tiny_build  # noqa: F401  (a fixture: build.py on a one-function source)
 
 
 def compile_library(source_text, tmp_path, name="foreign.so"):
@@ -113,15 +114,6 @@ def test_a_failed_build_names_the_linkers_reason_not_collect2(tmp_path, monkeypa
         "final link failed: No space left on device", "cannot find -lsomething")))
     with pytest.raises(build.KernelBuildError, match=r"failed on .*: /usr/bin/ld: cannot find -lsomething$"):
         build.library_path(str(tmp_path / "cache"))
-
-
-@pytest.fixture
-def tiny_build(tmp_path, monkeypatch):
-    """build.py on a one-function source (built in a fraction of a second)."""
-    source = tmp_path / "tiny.cc"
-    source.write_text('extern "C" int f() { return 1; }\n')
-    monkeypatch.setattr(build, "SOURCES", [str(source)])
-    return str(tmp_path / "cache")
 
 
 # Issue 44.7: with no compiler on PATH, a library built before (and whole) was not used.
