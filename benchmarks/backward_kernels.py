@@ -39,7 +39,7 @@ def parse_args():
     p.add_argument("--base", action="store_true", help="also time the albert-base-v2 fine-tuning step")
     p.add_argument("--ms-threads", type=int, default=1, help="MindSpore kernel threads (train.py uses 1)")
     p.add_argument("--kernel-threads", default="1,2",
-                   help="thread counts to time the kernels at (their helper thread; OpenBLAS stays at 1)")
+                   help="thread counts to time the kernels at (their helper thread; each oneDNN sgemm runs on its calling thread)")
     p.add_argument("--only", default="", help="time only the rows whose name contains this text")
     return p.parse_args()
 
@@ -216,7 +216,7 @@ def main():
     columns = ["MindSpore"] + [f"kernels@{n}" for n in kernel_threads]
     print(f"{'':<48}" + "".join(f" {c:>18}" for c in columns) + "   ratio(s)\n"
           f"{'ms per call':<48}" + " {:>8} {:>9}".format("wall", "CPU") * len(columns)
-          + "   wall (CPU)\n(kernels@n: the kernels on n threads, OpenBLAS on 1; ratio: MindSpore's time / the kernels')")
+          + "   wall (CPU)\n(kernels@n: the kernels on n threads; ratio: MindSpore's time / the kernels')")
     for name, build in cases(args):
         if args.only not in name:
             continue

@@ -46,7 +46,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from gemm_peak import encoder_flops, peak_gflops  # noqa: E402  (benchmarks/ is on the path above)
+from gemm_peak import (SHAPES, SMALL_SHAPES, encoder_flops, isa_flags, isa_text, machine_peaks,  # noqa: E402
+                       openblas_variables)   # (benchmarks/ is on the path above)
 
 MODEL = os.path.join(ROOT, "weights", "sst2-small")
 DEV = os.path.join(os.path.dirname(ROOT), "shared", "data", "sst2", "dev.tsv")
@@ -97,6 +98,8 @@ def parse_args():
     p.add_argument("--torch-threads", default="1,2",
                    help="torch thread counts to try; each row reports torch at its fastest (default: %(default)s)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    p.add_argument("--gemm-shapes", choices=("all", "small"), default="all",
+                   help="the GEMM peaks' shapes (benchmarks/gemm_peak.py); small: a quick check only")
     return p.parse_args()
 
 
@@ -284,6 +287,20 @@ GOALS = {"python evaluate.py whole process": 3.0,
          "base fine-tuning step": 1.0, "base encoder": 1.2, "sst2-small encoder": 1.2}
 
 
+PEAK_NAMES = {"fp32": "fp32 dnnl_sgemm", "bf16": "bf16 dnnl_gemm_bf16bf16f32", "int8": "int8 dnnl_gemm_u8s8s32",
+              "openblas": "fp32 OpenBLAS (environment as set)", "openblas_unset": "fp32 OpenBLAS (OPENBLAS_* unset)"}
+
+
+def header_lines(peaks):
+    """The machine as the rows saw it: instruction sets, the OPENBLAS_* variables, the GEMM peaks."""
+    variables = " ".join(f"{k}={v}" for k, v in openblas_variables().items()) or "none set"
+    shown = "; ".join(f"{PEAK_NAMES[kind]} " + " / ".join(f"{g:.0f}" for g in by_threads.values())
+                      for kind, by_threads in peaks.items())
+    return [f"ISA: {isa_text()}; OPENBLAS_* variables: {variables}",
+            f"GEMM peaks, GFLOP/s at 1 / 2 threads (benchmarks/gemm_peak.py): {shown}",
+            "peak = ours / torch matmul GFLOP/s as a fraction of the fp32 peak (a bf16 or int8 row: of its dtype's)"]
+
+
 def goal_of(what):
     for key, goal in GOALS.items():
         if what.startswith(key):
@@ -312,11 +329,12 @@ def main():
         base = AlbertConfig.preset("base")
         throughput_rows(args, rows, "base encoder", base, 32, 128, train=False)
         throughput_rows(args, rows, "base fine-tuning step", base, 8, 128, train=True)
-    peaks = peak_gflops(repeats=5)
-    peak = max(best for best, _ in peaks.values())   # the machine's sgemm peak, at its best thread count
+    peaks = machine_peaks(repeats=5, shapes=SMALL_SHAPES if args.gemm_shapes == "small" else SHAPES)
     for row in rows:
         row["goal"] = goal_of(row["what"])
-        # matmul GFLOP/s achieved, as a fraction of the BLAS's sgemm peak
+        # matmul GFLOP/s achieved, as a fraction of the machine's peak for the row's dtype (fp32 unless
+        # the row says bf16 or int8), at its best thread count
+        peak = max(peaks[row.get("dtype", "fp32")].values())
         row["peak_fraction"] = {who: row["gflop"] / sec / peak for who, sec in row.pop("seconds").items()}
     from whole_process import whole_process_rows
     processes = []
@@ -328,16 +346,14 @@ def main():
             "load_before": load, "load_after": os.getloadavg(), "repeats": args.repeats,
             "ms_threads": args.ms_threads, "torch_threads": args.torch_threads,
             "mindspore": ms.__version__, "torch": torch.__version__,
-            "sgemm_peak_gflops": {t: best for t, (best, _) in peaks.items()}}
+            "gemm_peak_gflops": peaks, "isa": isa_flags(), "openblas_env": openblas_variables()}
     if args.json:
         print(json.dumps({"info": info, "rows": rows}, indent=2))
         return
     print(f"{info['date']}, {info['machine']}, load {load[0]:.1f} -> {info['load_after'][0]:.1f}, "
           f"median of {args.repeats}, MindSpore {ms.__version__} ({args.ms_threads} thread), "
           f"torch {torch.__version__} (best of {args.torch_threads} threads)")
-    print("sgemm peak (scipy-openblas32, benchmarks/gemm_peak.py): "
-          + ", ".join(f"{t} thread(s) {g:.0f} GFLOP/s" for t, g in info["sgemm_peak_gflops"].items())
-          + "; peak = ours / torch matmul GFLOP/s as a fraction of the best")
+    print("\n".join(header_lines(peaks)))
     print(f"{'what':<52} {'ours':>10} {'torch':>10} {'unit':<7} {'ratio':>6} {'goal':>6} {'peak':>11}  torch threads")
     for r in rows:
         goal = f">={r['goal']}" if r["goal"] else ""

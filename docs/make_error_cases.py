@@ -375,6 +375,7 @@ def cases():
     issue_28_devices(add, train, evaluate)
     issue_36_damaged_and_long(add, train, evaluate)
     issue_36_task_inputs(add)
+    issue_44_kernels(add, evaluate)
     return rows
 
 
@@ -525,6 +526,34 @@ def issue_36_damaged_and_long(add, train, evaluate):
 # ------------------------------------------------------------------ issue 36: SQuAD, RACE and CoNLL inputs (part A)
 TASK_FLAGS = [*TINY_MODEL, "--batch-size", "4", "--max-steps", "2", "--no-jit"]
 SQUAD_FLAGS = ["--task", "squad", "--max-length", "32", "--doc-stride", "8", "--max-query-length", "12"]
+
+
+def issue_44_kernels(add, evaluate):
+    """44.4: a foreign library in the kernels' cache with a matching record; 44.7: a full disk, no compiler."""
+    from albert_min.common.checksums import sha256_of
+    from albert_min.model.kernels import build
+    cache = p("44.4", "cache", mkdir=True)
+    library = build.library_path(cache)
+    source = p("44.4", "foreign.cc")
+    write(source, 'extern "C" int set_blas_threads(int n) { return n; }\n')
+    subprocess.run([build.compiler()[0], "-shared", "-fPIC", source, "-o", library], check=True)
+    record = json.load(open(library + build.RECORD_SUFFIX))
+    write(library + build.RECORD_SUFFIX, json.dumps({**record, "size": os.path.getsize(library),
+                                                     "sha256": sha256_of(library)}))
+    add("44.4", "evaluate with a foreign (valid) albert_kernels.so in the cache, its record matching",
+        evaluate(SST2_SMALL), expect="ok", env={"ALBERT_MIN_CACHE": cache}, stderr=True, lines=("albert_min: kernels",))
+    full_disk = p("44.7a", "g++")
+    write(full_disk, '#!/bin/sh\ncase "$1" in --version) echo "g++ (full disk)"; exit 0;; esac\n'
+                     'echo "/usr/bin/ld: final link failed: No space left on device" >&2\n'
+                     'echo "collect2: error: ld returned 1 exit status" >&2\nexit 1\n')
+    os.chmod(full_disk, 0o755)
+    add("44.7a", "evaluate, the kernels built on a full disk (a g++ that fails as g++ does on ENOSPC)",
+        evaluate(SST2_SMALL), expect="ok", env={"ALBERT_MIN_CACHE": p("44.7a", "cache", mkdir=True), "CXX": full_disk},
+        stderr=True, lines=("albert_min: kernels",))
+    built = p("44.7b", "cache", mkdir=True)
+    build.library_path(built)
+    add("44.7b", "evaluate with no compiler, the kernels built before in the cache", evaluate(SST2_SMALL),
+        expect="ok", env={"ALBERT_MIN_CACHE": built, "CXX": "no-such-compiler"}, lines=("accuracy",))
 
 
 def squad_file(path, edit=None, raw=None):

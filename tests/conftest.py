@@ -44,7 +44,7 @@ def library():
     """The compiled kernels' library path; tests that need it are skipped where they cannot be built."""
     path = kernels.library()
     if path is None:
-        pytest.skip("no C++ compiler or scipy-openblas32 here: the kernels cannot be built")
+        pytest.skip("no C++ compiler or MindSpore's oneDNN here: the kernels cannot be built")
     return path
 
 

@@ -252,7 +252,7 @@ def test_without_a_compiler_the_layers_fall_back_after_one_line(tmp_path, monkey
 
 def test_an_install_without_the_kernel_sources_falls_back_after_one_line(tmp_path, monkeypatch, capsys):
     """A wheel built without setup.cfg's package data: the build was an empty library, and loading it
-    raised a traceback (undefined symbol set_blas_threads) from pipeline()."""
+    raised a traceback (an undefined symbol) from pipeline()."""
     monkeypatch.setenv("ALBERT_MIN_CACHE", str(tmp_path))
     monkeypatch.setattr(build, "SOURCES", build.SOURCES[:1] + [str(tmp_path / "forward.cc")])
     with pytest.raises(build.KernelBuildError, match=r"lacks the kernels' sources forward\.cc: .*reinstall it$"):
@@ -377,11 +377,11 @@ def test_a_failed_build_names_the_error_and_leaves_nothing(library, tmp_path, mo
 
 def test_the_key_changes_with_the_sources(library, tmp_path, monkeypatch):
     cxx, version = build.compiler()
-    before = build.build_key(cxx, version, build.blas())
+    before = build.build_key(cxx, version, build.onednn())
     changed = tmp_path / "changed.cc"
     changed.write_text("// another kernel\n")
     monkeypatch.setattr(build, "SOURCES", build.SOURCES + [str(changed)])
-    assert build.build_key(cxx, version, build.blas()) != before
+    assert build.build_key(cxx, version, build.onednn()) != before
 
 
 def test_layer_parity_holds_with_the_kernels_off(library):

@@ -5,8 +5,10 @@ that chooses them (see README.md in this folder).
 ``activation(name, fn)`` and ``dropout(p)`` return what a layer computes with:
 MindSpore's own ops, or the same forward whose gradient comes from
 ``backward.cc``, compiled on first use (``build.py``; a cached library that is not
-what its build recorded is built again, after a one-line notice). Without a compiler or
-BLAS the layers use MindSpore's ops, after a one-line notice;
+what its build recorded is built again, after a one-line notice). Their matrix products are
+oneDNN's ``dnnl_sgemm``, from the library MindSpore ships. Without a compiler or that
+library, or with a library that does not load or lacks a kernel, the layers use MindSpore's
+ops, after a one-line notice;
 ``ALBERT_MIN_KERNELS=off`` asks for them, and so does ``mindspore_ops()`` for the
 layers built inside it (a model exported to MindIR); they are used on CPU only
 (``albert_min.common.device``).
@@ -29,14 +31,25 @@ from .layers import (Activation, BatchMatMul, BatchMatMulWithKernels, GeluNewWit
                      SwapMiddleAxesWithKernels)
 
 _LIBRARY = {}      # compile-cache root -> library path, or None where it could not be built
-# OpenBLAS's sgemm rounds differently on 1 and 2 threads, so the count is fixed (not
-# the machine's cores) for runs to repeat bit for bit. One thread measured faster on
-# the shared 2-core machine, where a second BLAS thread waits on a busy core
-# (benchmarks/backward_kernels.py times both).
-BLAS_THREADS = 1
+# Every function the layers call in the library (layers.py, philox_dropout.py) and the loader's:
+# a library that lacks one (a foreign file in the cache) is not used.
+FUNCTIONS = ("dense_forward", "dense_backward", "layer_norm_forward", "layer_norm_backward", "softmax_backward",
+             "gelu_new_forward", "gelu_new_backward", "batch_matmul_nn", "batch_matmul_nt", "batch_matmul_tn",
+             "swap_middle_axes", "dropout_apply", "set_kernel_threads", "flush_denormals")
+
+
+def usable_cpus():
+    """The CPUs this process may run on (its affinity where the OS has one: Linux), else the machine's."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):            # macOS, Windows
+        return os.cpu_count() or 1
+
+
 # The kernels' own use of the second core (helper.h: a helper thread that sleeps between
-# calls, each output computed by one thread, so any count gives the same bits).
-KERNEL_THREADS = min(2, len(os.sched_getaffinity(0)))
+# calls, each output computed by one thread, so any count gives the same bits). oneDNN's
+# sgemm runs on the calling thread: this build of it has no thread pool of its own.
+KERNEL_THREADS = min(2, usable_cpus())
 _MINDSPORE_OPS = False   # True inside mindspore_ops()
 
 
@@ -75,14 +88,30 @@ def built():
     if root not in _LIBRARY:
         try:
             path = library_path(root, notice=lambda line: print(f"albert_min: kernels: {line}", file=sys.stderr))
-            loaded = ctypes.CDLL(path)                 # fails here, not inside a graph, if it cannot load
-            loaded.set_blas_threads(BLAS_THREADS)
-            loaded.set_kernel_threads(KERNEL_THREADS)
         except (KernelBuildError, OSError) as err:
             print(f"albert_min: kernels not built ({os_error_text(err)}); using MindSpore's ops", file=sys.stderr)
             path = None
+        if path and not _loads(path):
+            path = None
         _LIBRARY[root] = path
     return _LIBRARY[root]
+
+
+def _loads(path):
+    """Does the library at ``path`` load, with every function in ``FUNCTIONS``? Fails here, not
+    inside a graph; a library that does not (a foreign one in the cache: its record matches but
+    it is not albert_min's) is noticed once and not used."""
+    try:
+        loaded = ctypes.CDLL(path)
+        missing = [name for name in FUNCTIONS if not hasattr(loaded, name)]
+        if missing:
+            more = f" and {len(missing) - 1} more of the kernels' functions" if len(missing) > 1 else ""
+            raise AttributeError(f"it lacks {missing[0]}{more}: not albert_min's kernels")
+        loaded.set_kernel_threads(KERNEL_THREADS)
+    except Exception as err:                    # noqa: BLE001 - whatever the loader raises: MindSpore's ops
+        print(f"albert_min: kernels not used ({path}: {os_error_text(err)}); using MindSpore's ops", file=sys.stderr)
+        return False
+    return True
 
 
 def prepare_cpu(threads=None):
@@ -113,13 +142,6 @@ def flush_denormals():
         np.finfo(dtype)   # NumPy measures (and caches) each type's smallest subnormal: before, not after
     ctypes.CDLL(path).flush_denormals()
     return True
-
-
-def set_blas_threads(threads):
-    """OpenBLAS's thread count for the kernels (the whole process's OpenBLAS)."""
-    path = library()
-    if path:
-        ctypes.CDLL(path).set_blas_threads(int(threads))
 
 
 def set_kernel_threads(threads):
@@ -168,7 +190,7 @@ def swap_middle_axes():
 
 def use_mindspore_ops(model):
     """Swap every compiled-kernel layer inside ``model`` for the MindSpore-ops layer with the same
-    forward. The kernels compute in float32 only (OpenBLAS ``sgemm``), so mixed precision runs
+    forward. The kernels compute in float32 only (oneDNN's ``sgemm``), so mixed precision runs
     on MindSpore's ops (albert_min.training.mixed_precision). The dropout kernel stays: it casts a float16
     input to float32 and back, and its masks do not depend on MindSpore's thread count."""
     plain = {LinearWithKernels: lambda c: Linear(), LayerNormWithKernels: lambda c: LayerNorm(c.eps),
@@ -197,4 +219,4 @@ def activation(name, fn):
 
 __all__ = ["KernelBuildError", "enabled", "mindspore_ops", "library", "built", "linear", "layer_norm", "softmax",
            "batch_matmul", "swap_middle_axes", "activation", "dropout", "uses_kernels", "prepare_cpu", "flush_denormals",
-           "set_blas_threads", "set_kernel_threads", "use_mindspore_ops"]
+           "set_kernel_threads", "use_mindspore_ops"]

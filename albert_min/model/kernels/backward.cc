@@ -3,7 +3,7 @@
 // Every function has MindSpore's AOT signature: params holds the inputs, then
 // the outputs; shapes[i] / ndims[i] describe params[i]. All tensors are
 // contiguous float32. Results depend only on the inputs, not on the thread
-// count: OpenBLAS runs on one thread, and where a kernel uses the second core
+// count: oneDNN's sgemm runs on the calling thread, and where a kernel uses the second core
 // (helper.h) each output element is still computed by one thread, in the same
 // order, so a run repeats bit for bit.
 #include <cmath>
@@ -11,8 +11,7 @@
 #include <cstring>
 
 #include "helper.h"   // and xmmintrin.h on x86
-
-#include "cblas.h"
+#include "onednn.h"
 
 namespace {
 
@@ -56,14 +55,15 @@ extern "C" int dense_backward(int nparam, void **params, int *ndims, int64_t **s
   float *db = static_cast<float *>(params[5]);
   const int64_t K = shapes[0][ndims[0] - 1], M = helper::leading_rows(ndims[0], shapes[0]), N = shapes[1][0];
   // dx and dW cost the same (M N K multiply-adds each): one on each core
+  int status[2] = {0, 0};
   helper::run_pair(M * N * K >= helper::kMinWork,
-      [&] { scipy_cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, K, N, 1.0f, dy, N, w, K, 0.0f, dx, K); },
+      [&] { status[0] = onednn::sgemm('N', 'N', M, K, N, dy, N, w, K, dx, K); },
       [&] {
-        scipy_cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K, M, 1.0f, dy, N, x, K, 0.0f, dw, K);
+        status[1] = onednn::sgemm('T', 'N', N, K, M, dy, N, x, K, dw, K);
         std::memset(db, 0, N * sizeof(float));
         add_column_sums(dy, M, N, db);
       });
-  return 0;
+  return status[0] | status[1];
 }
 
 namespace {
@@ -187,43 +187,42 @@ extern "C" int gelu_new_backward(int nparam, void **params, int *ndims, int64_t 
 // BatchMatMul took 1-1.4 ms per call on [64, 4, 32, 32] operands: 256 products of 32 x 32).
 // The batch is every leading dimension; op(a) is M x K, op(b) K x N, out (..., M, N).
 namespace {
-void batched_sgemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, void **params, int *ndims, int64_t **shapes) {
+int batched_sgemm(char ta, char tb, void **params, int *ndims, int64_t **shapes) {
   const float *a = static_cast<const float *>(params[0]);
   const float *b = static_cast<const float *>(params[1]);
   float *out = static_cast<float *>(params[2]);
   const int nd = ndims[0];
   const int64_t a_rows = shapes[0][nd - 2], a_cols = shapes[0][nd - 1];
   const int64_t b_rows = shapes[1][nd - 2], b_cols = shapes[1][nd - 1];
-  const int64_t M = ta == CblasTrans ? a_cols : a_rows, K = ta == CblasTrans ? a_rows : a_cols;
-  const int64_t N = tb == CblasTrans ? b_rows : b_cols;
+  const int64_t M = ta == 'T' ? a_cols : a_rows, K = ta == 'T' ? a_rows : a_cols;
+  const int64_t N = tb == 'T' ? b_rows : b_cols;
   const int64_t batch = helper::leading_rows(nd - 1, shapes[0]);
+  int status[2] = {0, 0};
   helper::split_range(batch, batch * M * N * K >= helper::kMinWork, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i)
-      scipy_cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, 1.0f, a + i * a_rows * a_cols, a_cols,
-                        b + i * b_rows * b_cols, b_cols, 0.0f, out + i * M * N, N);
+      status[begin > 0] |= onednn::sgemm(ta, tb, M, N, K, a + i * a_rows * a_cols, a_cols, b + i * b_rows * b_cols,
+                                         b_cols, out + i * M * N, N);
   });
+  return status[0] | status[1];
 }
 }  // namespace
 
 // out = a b    inputs: a (..., M, K), b (..., K, N)
 extern "C" int batch_matmul_nn(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,
                                void *stream, void *extra) {
-  batched_sgemm(CblasNoTrans, CblasNoTrans, params, ndims, shapes);
-  return 0;
+  return batched_sgemm('N', 'N', params, ndims, shapes);
 }
 
 // out = a b^T  inputs: a (..., M, K), b (..., N, K)
 extern "C" int batch_matmul_nt(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,
                                void *stream, void *extra) {
-  batched_sgemm(CblasNoTrans, CblasTrans, params, ndims, shapes);
-  return 0;
+  return batched_sgemm('N', 'T', params, ndims, shapes);
 }
 
 // out = a^T b  inputs: a (..., K, M), b (..., K, N)
 extern "C" int batch_matmul_tn(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,
                                void *stream, void *extra) {
-  batched_sgemm(CblasTrans, CblasNoTrans, params, ndims, shapes);
-  return 0;
+  return batched_sgemm('T', 'N', params, ndims, shapes);
 }
 
 // Attention's head split and merge: (B, P, Q, D) -> (B, Q, P, D), rows of D floats copied
@@ -246,9 +245,6 @@ extern "C" int swap_middle_axes(int nparam, void **params, int *ndims, int64_t *
   });
   return 0;
 }
-
-// OpenBLAS's thread count, set once by the loader (albert_min/model/kernels/__init__.py).
-extern "C" void set_blas_threads(int threads) { scipy_openblas_set_num_threads(threads); }
 
 // How many threads the kernels split their work over (1 or 2; see helper.h).
 extern "C" void set_kernel_threads(int threads) { helper::set_threads(threads); }
