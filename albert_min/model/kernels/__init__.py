@@ -24,6 +24,7 @@ from mindspore import nn
 from ...common.errors import os_error_text
 from .build import KernelBuildError, library_path
 from .philox_dropout import DropoutWithKernels
+from .int8 import DenseInt8, Int8Error, Int8Report, quantize_int8
 from .layers import (Activation, BatchMatMul, BatchMatMulWithKernels, GeluNewWithKernels, LayerNorm,
                      LayerNormWithKernels, Linear, LinearWithKernels, Softmax, SoftmaxWithKernels, SwapMiddleAxes,
                      SwapMiddleAxesWithKernels)
@@ -184,7 +185,7 @@ def use_mindspore_ops(model):
 def uses_kernels(model) -> bool:
     """Does any layer of ``model`` compute with the compiled kernels (dropout included)?"""
     kinds = (LinearWithKernels, LayerNormWithKernels, SoftmaxWithKernels, BatchMatMulWithKernels,
-             GeluNewWithKernels, DropoutWithKernels)
+             GeluNewWithKernels, DropoutWithKernels, DenseInt8)
     return any(isinstance(cell, kinds) for _, cell in model.cells_and_names())
 
 
@@ -197,4 +198,5 @@ def activation(name, fn):
 
 __all__ = ["KernelBuildError", "enabled", "mindspore_ops", "library", "built", "linear", "layer_norm", "softmax",
            "batch_matmul", "swap_middle_axes", "activation", "dropout", "uses_kernels", "prepare_cpu", "flush_denormals",
-           "set_blas_threads", "set_kernel_threads", "use_mindspore_ops"]
+           "set_blas_threads", "set_kernel_threads", "use_mindspore_ops", "quantize_int8", "DenseInt8", "Int8Error",
+           "Int8Report"]

@@ -28,9 +28,10 @@ from ...common.safe_output import remove_dead_temp_files, replace_file
 HERE = os.path.dirname(os.path.abspath(__file__))
 # Named, not globbed: an install that lost them (a wheel built without setup.cfg's package data)
 # must be told so, not build a library without its functions.
-SOURCES = [os.path.join(HERE, name) for name in ("backward.cc", "dropout.cc", "forward.cc")]
+SOURCES = [os.path.join(HERE, name) for name in ("backward.cc", "dropout.cc", "forward.cc", "int8.cc")]
 HEADERS = [os.path.join(HERE, "helper.h")]
 LIBRARY = "albert_kernels.so"
+ONEDNN = "libdnnl.so.3"     # MindSpore's oneDNN, linked for int8.cc's int8 gemm
 RECORD_SUFFIX = ".json"     # albert_kernels.so.json: the library's size and sha256, written by its build
 # -fno-trapping-math lets loops with a comparison vectorise (GELU's clamp): it changes no result, only
 # which floating-point exception flags a computation may raise, and nothing here reads them.
@@ -48,6 +49,23 @@ def blas():
     except ImportError:
         raise KernelBuildError("no BLAS: the package scipy-openblas32 is not installed") from None
     return scipy_openblas32.get_include_dir(), scipy_openblas32.get_lib_dir(), scipy_openblas32.get_library()
+
+
+def onednn_dir():
+    """The folder of the oneDNN MindSpore ships (``mindspore/lib/libdnnl.so.3``: int8.cc's int8 gemm),
+    or None where it has none: the kernels are then built without it, and int8 inference is off
+    (``int8.cc``'s ``int8_available``)."""
+    import importlib.util
+    spec = importlib.util.find_spec("mindspore")
+    folder = os.path.join(os.path.dirname(spec.origin), "lib") if spec and spec.origin else None
+    return folder if folder and os.path.isfile(os.path.join(folder, ONEDNN)) else None
+
+
+def onednn_flags(folder):
+    """Link flags for the oneDNN in ``folder`` (none for None)."""
+    # --no-as-needed: int8.cc's references are weak, which alone would not keep the library linked
+    return [f"-L{folder}", "-Wl,--push-state,--no-as-needed", f"-l:{ONEDNN}", "-Wl,--pop-state",
+            f"-Wl,-rpath,{folder}"] if folder else []
 
 
 def compiler():
@@ -110,7 +128,8 @@ def library_path(cache_root, notice=None):
                                "without its package data; reinstall it")
     include, libdir, link = blas()
     cxx, version = compiler()
-    folder = os.path.join(cache_root, "kernels", build_key(cxx, version, (include, libdir, link)))
+    onednn = onednn_dir()
+    folder = os.path.join(cache_root, "kernels", build_key(cxx, version, (include, libdir, link, str(onednn))))
     final = os.path.join(folder, LIBRARY)
     damage = check_library(final)
     if damage is None:
@@ -123,7 +142,7 @@ def library_path(cache_root, notice=None):
     # library in place always has its record (concurrent builds write the same bytes).
     with replace_file(final) as tmp:
         command = [cxx, *FLAGS, *SOURCES, f"-I{include}", f"-L{libdir}", f"-l{link}", f"-Wl,-rpath,{libdir}",
-                   "-o", tmp]
+                   *onednn_flags(onednn), "-o", tmp]
         result = subprocess.run(command, capture_output=True, text=True)
         if result.returncode:
             last = (result.stderr.strip().splitlines() or ["no output"])[-1]
