@@ -17,8 +17,8 @@ one ``DenseInt8`` per distinct Dense), and the model holds one int8 copy of the 
 
 Where it cannot run (no compiled kernels: switched off, no compiler, another device, inside
 ``mindspore_ops()``; or a libdnnl without the int8 gemm) ``quantize_int8`` prints one notice line
-and leaves the model in float32. A quantized model refuses training (``set_train(True)`` then a
-forward: ``Int8Error``): there is no gradient through a rounded weight.
+and leaves the model in float32. A quantized model refuses training (``set_train(True)`` raises
+``Int8Error``): there is no gradient through a rounded weight.
 
 Layer: ``albert_min.model.kernels``, below ``modeling`` (it knows Dense layers as ``nn.Dense``).
 """
@@ -85,17 +85,27 @@ class DenseInt8(nn.Cell):
         self.bias = Parameter(ms.Tensor(bias.astype(np.float32)), name=name + "bias", requires_grad=False)
         self.forward = int8_kernel(library)
 
-    def construct(self, x):
-        if self.training:
+    def add_flags_recursive(self, **flags):
+        """``set_train(True)`` on a model holding this cell is refused here, before any graph is compiled:
+        the kernel has no gradient, and a graph would silently train the rest of the model around it."""
+        if flags.get("training"):
             raise Int8Error(TRAINING_REFUSED)
+        return super().add_flags_recursive(**flags)
+
+    def construct(self, x):
         return self.forward(x, self.weight, self.scale, self.row_sums, self.bias)
+
+
+def has_int8_gemm(path):
+    """Whether the kernels' library at ``path`` found ``dnnl_gemm_u8s8s32`` (int8.cc's weak reference)."""
+    return bool(ctypes.CDLL(path).int8_available())
 
 
 def unavailable(path):
     """Why int8 cannot run with the kernels' library at ``path`` (None: not built), or None if it can."""
     if not path:
         return "the compiled kernels are not in use (see the line above, ALBERT_MIN_KERNELS or --device)"
-    if not ctypes.CDLL(path).int8_available():
+    if not has_int8_gemm(path):
         return "MindSpore's oneDNN (mindspore/lib/libdnnl.so.3) lacks dnnl_gemm_u8s8s32"
     return None
 
@@ -103,10 +113,9 @@ def unavailable(path):
 @dataclass
 class Int8Report:
     """What ``quantize_int8`` did: ``cells`` distinct Dense cells quantized (one per weight, however many
-    places hold it), ``places`` the positions in the model that held them, ``int8_bytes`` what they
-    keep now (int8 weights, scales, row sums, biases) against ``float32_bytes`` (weights and biases)."""
+    loops or parents use it), ``int8_bytes`` what they keep now (int8 weights, scales, row sums, biases)
+    against ``float32_bytes`` (their float32 weights and biases)."""
     cells: int = 0
-    places: int = 0
     int8_bytes: int = 0
     float32_bytes: int = 0
     reason: str = None        # why nothing was quantized, or None
@@ -114,8 +123,8 @@ class Int8Report:
     def line(self):
         if self.reason:
             return f"albert_min: int8 not available ({self.reason}); computing in float32"
-        return (f"albert_min: int8: {self.cells} Dense layers quantized once each ({self.places} places in the "
-                f"model), {self.int8_bytes / 1e6:.2f} MB against {self.float32_bytes / 1e6:.2f} MB float32")
+        return (f"albert_min: int8: {self.cells} Dense layers quantized, each once (a shared layer's once for "
+                f"all its loops): {self.int8_bytes / 1e6:.2f} MB against {self.float32_bytes / 1e6:.2f} MB float32")
 
 
 def quantize_int8(model, path=None, notice=True):
@@ -137,7 +146,6 @@ def quantize_int8(model, path=None, notice=True):
                     w = child.weight.shape
                     report.float32_bytes += 4 * (w[0] * w[1] + w[0])
                     report.int8_bytes += w[0] * w[1] + 4 * 3 * w[0]
-                report.places += 1
                 names = {p.name: p for p in swapped[id(child)].get_parameters()}
                 setattr(cell, name, swapped[id(child)])
                 for param_name, param in names.items():   # setattr prefixed them with the attribute name
