@@ -11,6 +11,9 @@ BLAS the layers use MindSpore's ops, after a one-line notice;
 layers built inside it (a model exported to MindIR); they are used on CPU only
 (``albert_min.common.device``).
 
+``quantize_int8(model)`` (``int8.py``, ``int8.cc``) is a step applied to a built model for
+prediction: its Dense layers in int8, each weight quantized once.
+
 Layer: ``albert_min.model``, above ``common`` (the layers: ``albert_min/__init__.py``).
 """
 
