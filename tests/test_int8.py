@@ -193,6 +193,7 @@ def test_without_the_int8_gemm_one_notice_and_float32(library, monkeypatch, caps
     model.set_train(False)
     inputs = random_ids(np.random.default_rng(4), 4, 12, model.config.vocab_size)
     reference = model(*inputs).asnumpy()
+    capsys.readouterr()                       # loading's own notes (a checkpoint without a recorded sha256)
     if why == "no int8 gemm":
         monkeypatch.setattr(int8, "has_int8_gemm", lambda path: False)
         report = kernels.quantize_int8(model)
@@ -243,3 +244,31 @@ def test_the_report_line_names_the_counts_and_bytes():
     report = kernels.Int8Report(cells=2, int8_bytes=1_500_000, float32_bytes=6_000_000)
     assert report.line() == ("albert_min: int8: 2 Dense layers quantized, each once (a shared layer's once for all "
                              "its loops): 1.50 MB against 6.00 MB float32")
+
+
+# ------------------------------------------------------------------ export
+def test_export_int8_stores_the_dense_weights_as_int8_once(tmp_path):
+    """A MindIR holds MindSpore's ops only: --int8 stores each Dense weight as int8 + a scale per row
+    (the shared layer's once) and the graph dequantizes them. The file is smaller by what the report
+    says the Dense layers saved, less the added scales, and predicts as the weights-only model does."""
+    from albert_min import export
+    plain, small = str(tmp_path / "fp32.mindir"), str(tmp_path / "int8.mindir")
+    export.export_mindir(SST2_SMALL, plain)
+    export.export_mindir(SST2_SMALL, small, int8=True)
+    model = AlbertForSequenceClassification.from_pretrained(SST2_SMALL)
+    model.set_train(False)
+    inputs = export.make_inputs(SST2_SMALL, ["a gorgeous , witty , seductive movie .", "a mess", "dull"],
+                                mindir=small)
+    reference = model(*map(ms.Tensor, inputs)).asnumpy()
+    with kernels.mindspore_ops():
+        report = kernels.quantize_int8(model, notice=False, weights_only=True)
+    assert report.cells == 9 and int8.quantized(model) == "int8 weights"
+    saved = report.float32_bytes - report.int8_bytes + 4 * sum(        # row sums: not in the file
+        c.weight.shape[0] for _, c in model.cells_and_names() if isinstance(c, kernels.int8.DenseInt8Weights))
+    # less a few kB of graph: a Cast, ExpandDims and Mul per Dense call, the 4 loops unrolled
+    assert 0.9 * saved < os.path.getsize(plain) - os.path.getsize(small) <= saved
+    graph = nn.GraphCell(ms.load(small))
+    got = graph(*map(ms.Tensor, inputs)).asnumpy()
+    np.testing.assert_allclose(got, model(*map(ms.Tensor, inputs)).asnumpy(), rtol=0, atol=1e-5)
+    assert (got.argmax(1) == reference.argmax(1)).all() and np.abs(got - reference).max() < 0.05
+    assert "int8" in export.read_metadata(small)["dense_weights"]

@@ -20,6 +20,10 @@ Where it cannot run (no compiled kernels: switched off, no compiler, another dev
 and leaves the model in float32. A quantized model refuses training (``set_train(True)`` raises
 ``Int8Error``): there is no gradient through a rounded weight.
 
+``quantize_int8(model, weights_only=True)`` swaps in ``DenseInt8Weights`` instead: the same int8 weights,
+dequantized in the graph by MindSpore's own ops, for a MindIR file (``albert_min.export --int8``), which
+can hold no custom op (docs/export.md).
+
 Layer: ``albert_min.model.kernels``, below ``modeling`` (it knows Dense layers as ``nn.Dense``).
 """
 
@@ -83,7 +87,7 @@ class DenseInt8(nn.Cell):
         self.scale = Parameter(ms.Tensor(scale), name=name + "weight_scale", requires_grad=False)  # (out,)
         self.row_sums = Parameter(ms.Tensor(row_sums), name=name + "weight_row_sums", requires_grad=False)
         self.bias = Parameter(ms.Tensor(bias.astype(np.float32)), name=name + "bias", requires_grad=False)
-        self.forward = int8_kernel(library)
+        self.forward = int8_kernel(library) if library else None
 
     def add_flags_recursive(self, **flags):
         """``set_train(True)`` on a model holding this cell is refused here, before any graph is compiled:
@@ -99,6 +103,22 @@ class DenseInt8(nn.Cell):
 def has_int8_gemm(path):
     """Whether the kernels' library at ``path`` found ``dnnl_gemm_u8s8s32`` (int8.cc's weak reference)."""
     return bool(ctypes.CDLL(path).int8_available())
+
+
+class DenseInt8Weights(DenseInt8):
+    """``DenseInt8``'s int8 weight, scale and bias, computed in float32 with MindSpore's own ops: W
+    dequantized (int8 * scale), then x W^T + b. For a MindIR (albert_min.export --int8), which can
+    hold no custom op: the file keeps the int8 weights, the arithmetic stays float32."""
+
+    def __init__(self, dense, library=None):
+        super().__init__(dense, library)
+        self.matmul = ops.MatMul(transpose_b=True)
+
+    def construct(self, x):
+        weight = ops.cast(self.weight, ms.float32) * ops.expand_dims(self.scale, 1)    # (out, in)
+        x_shape = x.shape
+        y = ops.bias_add(self.matmul(x.reshape(-1, x_shape[-1]), weight), self.bias)    # (rows, out)
+        return y.reshape(x_shape[:-1] + (weight.shape[0],))
 
 
 def unavailable(path):
@@ -127,14 +147,18 @@ class Int8Report:
                 f"all its loops): {self.int8_bytes / 1e6:.2f} MB against {self.float32_bytes / 1e6:.2f} MB float32")
 
 
-def quantize_int8(model, path=None, notice=True):
+def quantize_int8(model, path=None, notice=True, weights_only=False):
     """Swap every Dense layer (``nn.Dense`` without activation) inside ``model`` for ``DenseInt8``, in place,
     quantizing each distinct cell once (``Int8Report``); the model is set to prediction (``set_train(False)``).
     ``path``: the kernels' library (default: ``kernels.library()``). Where int8 cannot run, nothing changes
-    and the report says why. ``notice``: print the report's line on stderr."""
+    and the report says why. ``notice``: print the report's line on stderr. ``weights_only``:
+    ``DenseInt8Weights`` instead (int8 weights, float32 arithmetic in MindSpore's ops; no library needed)."""
     from . import library
-    path = library() if path is None else path
-    report = Int8Report(reason=unavailable(path))
+    if weights_only:
+        path, report = None, Int8Report()
+    else:
+        path = library() if path is None else path
+        report = Int8Report(reason=unavailable(path))
     if report.reason is None:
         swapped = {}                                  # id(Dense) -> its DenseInt8: shared cells once
         for _, cell in list(model.cells_and_names()):
@@ -142,7 +166,7 @@ def quantize_int8(model, path=None, notice=True):
                 if isinstance(child, DenseInt8) or not isinstance(child, nn.Dense) or child.activation_flag:
                     continue
                 if id(child) not in swapped:
-                    swapped[id(child)] = DenseInt8(child, path)
+                    swapped[id(child)] = (DenseInt8Weights if weights_only else DenseInt8)(child, path)
                     w = child.weight.shape
                     report.float32_bytes += 4 * (w[0] * w[1] + w[0])
                     report.int8_bytes += w[0] * w[1] + 4 * 3 * w[0]
@@ -158,8 +182,10 @@ def quantize_int8(model, path=None, notice=True):
 
 
 def quantized(model):
-    """Does ``model`` hold a ``DenseInt8``?"""
-    return any(isinstance(cell, DenseInt8) for _, cell in model.cells_and_names())
+    """What ``quantize_int8`` made of ``model``: "int8" (the int8 kernel), "int8 weights" (``weights_only``),
+    or "" (nothing: float32)."""
+    kinds = {type(cell) for _, cell in model.cells_and_names()}
+    return "int8" if DenseInt8 in kinds else "int8 weights" if DenseInt8Weights in kinds else ""
 
 
 def int8_matmul_exact(path, a, zero_points, weight, row_sums):
