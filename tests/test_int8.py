@@ -102,6 +102,21 @@ def test_quantize_rows_keeps_each_weight_within_half_a_step():
     np.testing.assert_array_equal(row_sums, q.astype(np.int64).sum(1))
 
 
+def test_one_and_two_kernel_threads_give_the_same_bits(int8_library):
+    """Rows split over two cores (helper.h), each computed by one thread: the same bits either way."""
+    rng = np.random.default_rng(5)
+    x = ms.Tensor(rng.standard_normal((4, 128, 256)).astype(np.float32))     # 512 x 256 x 128: split
+    layer = kernels.DenseInt8(dense_with(rng.standard_normal((128, 256)), rng.standard_normal(128)), int8_library)
+    outputs = []
+    try:
+        for threads in (1, 2):
+            kernels.set_kernel_threads(threads)
+            outputs.append(layer(x).asnumpy())
+    finally:
+        kernels.set_kernel_threads(kernels.KERNEL_THREADS)
+    np.testing.assert_array_equal(outputs[0], outputs[1])
+
+
 def test_a_row_with_nan_gives_nan_not_a_plausible_number(int8_library):
     x = np.ones((3, 32), np.float32)
     x[1, 5] = np.nan
@@ -210,6 +225,21 @@ def test_without_the_int8_gemm_one_notice_and_float32(library, monkeypatch, caps
     np.testing.assert_array_equal(model(*inputs).asnumpy(), reference)
     if why == "no int8 gemm":
         assert "dnnl_gemm_u8s8s32" in lines[0]
+
+
+def test_a_library_built_without_onednn_has_no_int8_and_says_so(library, tmp_path, monkeypatch, capsys):
+    """int8.cc's references to oneDNN are weak: without libdnnl the library still builds and loads (the
+    float32 kernels work), ``int8_available`` is 0, and quantize_int8 gives its one notice line."""
+    from albert_min.model.kernels import build
+    monkeypatch.setattr(build, "onednn_dir", lambda: None)
+    path = build.library_path(str(tmp_path))
+    assert not int8.has_int8_gemm(path)
+    model = AlbertForSequenceClassification(tiny_config())
+    capsys.readouterr()
+    assert kernels.quantize_int8(model, path=path).cells == 0 and not int8.quantized(model)
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "albert_min: int8 not available (the kernels were built without oneDNN's dnnl_gemm_u8s8s32 "
+        "(mindspore/lib/libdnnl.so.3 missing or without it)); computing in float32"]
 
 
 # ------------------------------------------------------------------ the entry points

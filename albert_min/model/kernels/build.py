@@ -129,7 +129,8 @@ def library_path(cache_root, notice=None):
     include, libdir, link = blas()
     cxx, version = compiler()
     onednn = onednn_dir()
-    folder = os.path.join(cache_root, "kernels", build_key(cxx, version, (include, libdir, link, *onednn_flags(onednn))))
+    linked = (include, libdir, link, *onednn_flags(onednn))
+    folder = os.path.join(cache_root, "kernels", build_key(cxx, version, linked))
     final = os.path.join(folder, LIBRARY)
     damage = check_library(final)
     if damage is None:

@@ -126,7 +126,8 @@ def unavailable(path):
     if not path:
         return "the compiled kernels are not in use (see the line above, ALBERT_MIN_KERNELS or --device)"
     if not has_int8_gemm(path):
-        return "MindSpore's oneDNN (mindspore/lib/libdnnl.so.3) lacks dnnl_gemm_u8s8s32"
+        return ("the kernels were built without oneDNN's dnnl_gemm_u8s8s32 "
+                "(mindspore/lib/libdnnl.so.3 missing or without it)")
     return None
 
 
