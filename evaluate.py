@@ -124,6 +124,9 @@ def build_parser():
                    help="do not keep compiled graphs in $ALBERT_MIN_CACHE (default: kept, in "
                         "~/.cache/albert_min/compile, on CPU; never kept on GPU or Ascend)")
     p.add_argument("--quiet", action="store_true", help="no progress bar (default: a progress bar on stderr)")
+    p.add_argument("--int8", action="store_true",
+                   help="Dense layers in int8, each weight quantized once (docs/speed.md); where the compiled "
+                        "kernels or oneDNN's int8 gemm are missing, a notice and float32 (default: float32)")
     add_device_flag(p)
     return p
 
@@ -222,6 +225,9 @@ def evaluate(args):
     from albert_min.common.device import applies_cpu_only_parts, default_compile_cache
     from albert_min.tasks.classify import predict_logits
     model, tokenizer, max_length = load_classifier(args.model, args.max_length)
+    if args.int8:
+        from albert_min.model.kernels import quantize_int8
+        quantize_int8(model)
     registered.check_model(model.config, examples, args.model)
     # The cache is a CPU-only part: its key does not name the device, and it was checked on CPU alone.
     keep_graphs = applies_cpu_only_parts(args.device) and not args.no_compile_cache
@@ -277,6 +283,9 @@ def evaluate_task(args, task):
     examples = task.read(args.data)
     model = getattr(heads, task.model_class).from_pretrained(args.model)
     model.set_train(False)
+    if args.int8:
+        from albert_min.model.kernels import quantize_int8
+        quantize_int8(model)
     task.check_model(model.config, examples, args.model)
     tokenizer = AlbertTokenizer.from_pretrained(args.model)
     max_length = min(args.max_length or training_max_length(args.model, task.default_max_length),

@@ -195,8 +195,12 @@ def load_model(model_dir, backbone):
     return model
 
 
-def export_mindir(model_dir, output, backbone=False, batch=None, seq=None, force=False):
+def export_mindir(model_dir, output, backbone=False, batch=None, seq=None, force=False, int8=False):
     """Write the classifier (or, with ``backbone``, ``AlbertModel``) of ``model_dir`` to ``output``.
+
+    ``int8``: the Dense layers' weights stored as int8 with a float32 scale per output channel, each
+    once (``kernels.quantize_int8(weights_only=True)``); the graph dequantizes them and computes in
+    float32 (a MindIR holds MindSpore's ops only: docs/export.md).
 
     ``batch`` / ``seq``: fixed input dimensions; None leaves that dimension dynamic.
     ``output`` is written as every albert_min output is (``safe_output.atomic_file``):
@@ -212,6 +216,9 @@ def export_mindir(model_dir, output, backbone=False, batch=None, seq=None, force
         raise FileNotFoundError(f"model folder not found: {model_dir}")
     with atomic_file(output, mindir_kind(), force, protect=(model_dir,), suffix=".mindir") as tmp:
         model = load_model(model_dir, backbone)
+        if int8:
+            from .model import kernels
+            kernels.quantize_int8(model, notice=False, weights_only=True)
         config = model.config
         if seq is not None and seq > config.max_position_embeddings:
             raise ExportError(f"--seq {seq} is longer than the model's max_position_embeddings "
@@ -225,6 +232,8 @@ def export_mindir(model_dir, output, backbone=False, batch=None, seq=None, force
             "labels": json.dumps(label_names(model_dir, config.num_labels)),
             "max_length": str(min(training_max_length(model_dir), config.max_position_embeddings)),
         }
+        if int8:
+            metadata["dense_weights"] = "int8, a float32 scale per output channel, dequantized in the graph"
 
         def add_metadata(proto):   # mindspore.export hands us the ModelProto before writing it
             for key, value in metadata.items():
@@ -300,6 +309,9 @@ def parse_args(argv=None):
     p.add_argument("--batch", type=int, help="fixed batch size (default: dynamic)")
     p.add_argument("--seq", type=int, help="fixed sequence length (default: dynamic)")
     p.add_argument("--force", action="store_true", help="replace an existing MindIR that albert_min wrote")
+    p.add_argument("--int8", action="store_true",
+                   help="store the Dense layers' weights as int8 (a scale per output channel, the shared layer's "
+                        "once); the graph computes in float32 (docs/export.md) (default: float32 weights)")
     add_device_flag(p)
     return p.parse_args(argv)
 
@@ -308,7 +320,7 @@ def main(argv=None):
     args = parse_args(argv)
     use_device_flag(args.device)
     try:
-        export_mindir(args.model_dir, args.output, args.backbone, args.batch, args.seq, args.force)
+        export_mindir(args.model_dir, args.output, args.backbone, args.batch, args.seq, args.force, args.int8)
     except (AlbertMinError, OSError) as err:
         sys.exit(f"error: {err}")
     from .model.folder import weights_file

@@ -102,7 +102,7 @@ def test_help_names_the_scale_and_every_flags_default():
     text = " ".join(parser.format_help().split())
     assert "as fractions (0.8142; the table prints percent, 81.42)" in text and '"scale": "fraction"' in text
     flags = [a for a in parser._actions if a.option_strings != ["-h", "--help"]]
-    assert len(flags) == 16
+    assert len(flags) == 17                      # --int8 the 17th
     for action in flags:
         assert action.help and "default" in action.help, f"{action.option_strings[0]} has no default in its help"
 

@@ -94,6 +94,8 @@ def _cache_folder(root, model, shapes):
     """Where compile_cache keeps ``model``'s graphs for ``shapes`` under ``root``."""
     from ..model import kernels
     library = kernels.built() if kernels.uses_kernels(model) else None
+    if kernels.int8.quantized(model):       # another graph, with int8 weights among its inputs
+        library = f"{library} {kernels.int8.quantized(model)}"
     return os.path.join(root, cache_key(model.config, shapes, library))
 
 

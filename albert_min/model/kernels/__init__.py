@@ -13,6 +13,9 @@ ops, after a one-line notice;
 layers built inside it (a model exported to MindIR); they are used on CPU only
 (``albert_min.common.device``).
 
+``quantize_int8(model)`` (``int8.py``, ``int8.cc``) is a step applied to a built model for
+prediction: its Dense layers in int8, each weight quantized once.
+
 Layer: ``albert_min.model``, above ``common`` (the layers: ``albert_min/__init__.py``).
 """
 
@@ -26,6 +29,7 @@ from mindspore import nn
 from ...common.errors import os_error_text
 from .build import KernelBuildError, library_path
 from .philox_dropout import DropoutWithKernels
+from .int8 import DenseInt8, Int8Error, Int8Report, quantize_int8
 from .layers import (Activation, BatchMatMul, BatchMatMulWithKernels, GeluNewWithKernels, LayerNorm,
                      LayerNormWithKernels, Linear, LinearWithKernels, Softmax, SoftmaxWithKernels, SwapMiddleAxes,
                      SwapMiddleAxesWithKernels)
@@ -35,7 +39,8 @@ _LIBRARY = {}      # compile-cache root -> library path, or None where it could 
 # a library that lacks one (a foreign file in the cache) is not used.
 FUNCTIONS = ("dense_forward", "dense_backward", "layer_norm_forward", "layer_norm_backward", "softmax_backward",
              "gelu_new_forward", "gelu_new_backward", "batch_matmul_nn", "batch_matmul_nt", "batch_matmul_tn",
-             "swap_middle_axes", "dropout_apply", "set_kernel_threads", "flush_denormals")
+             "swap_middle_axes", "dropout_apply", "set_kernel_threads", "flush_denormals",
+             "dense_int8_forward", "int8_available")
 
 
 def usable_cpus():
@@ -206,7 +211,7 @@ def use_mindspore_ops(model):
 def uses_kernels(model) -> bool:
     """Does any layer of ``model`` compute with the compiled kernels (dropout included)?"""
     kinds = (LinearWithKernels, LayerNormWithKernels, SoftmaxWithKernels, BatchMatMulWithKernels,
-             GeluNewWithKernels, DropoutWithKernels)
+             GeluNewWithKernels, DropoutWithKernels, DenseInt8)
     return any(isinstance(cell, kinds) for _, cell in model.cells_and_names())
 
 
@@ -219,4 +224,5 @@ def activation(name, fn):
 
 __all__ = ["KernelBuildError", "enabled", "mindspore_ops", "library", "built", "linear", "layer_norm", "softmax",
            "batch_matmul", "swap_middle_axes", "activation", "dropout", "uses_kernels", "prepare_cpu", "flush_denormals",
-           "set_kernel_threads", "use_mindspore_ops"]
+           "set_kernel_threads", "use_mindspore_ops", "quantize_int8", "DenseInt8", "Int8Error",
+           "Int8Report"]

@@ -37,6 +37,7 @@ SOURCES = [os.path.join(HERE, name) for name in [
     "backward.cc",
     "dropout.cc",
     "forward.cc",
+    "int8.cc",
 ]]
 HEADERS = [os.path.join(HERE, name) for name in [
     "helper.h",

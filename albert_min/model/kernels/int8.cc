@@ -1,0 +1,129 @@
+// int8 inference for a Dense layer (albert_min/model/kernels/int8.py swaps them in):
+//   y = x W^T + b  with W quantized once per output channel (symmetric int8, scale sw[n]) and x
+//   quantized per row at run time (asymmetric uint8: x ~ sa[m] (q[m, k] - zp[m])), multiplied in
+//   int32 by oneDNN's dnnl_gemm_u8s8s32 (MindSpore's bundled libdnnl.so.3; exact integer products,
+//   AVX512-VNNI), then dequantized with the bias here:
+//   y[m, n] = sa[m] sw[n] (sum_k q[m, k] W[n, k] - zp[m] rowsum(W)[n]) + b[n].
+// The gemm's own offset is one number for all of A, so the per-row zero point is taken off
+// afterwards with W's row sums, computed once when W is quantized. Rows split over two cores as
+// dense_forward's (helper.h): each output computed by one thread, the same bits at any count.
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "helper.h"
+
+// oneDNN's public C API (dnnl.h; no headers ship with MindSpore). Weak: a libdnnl without them
+// leaves them null, and int8_available() says so instead of the library failing to load.
+extern "C" {
+typedef int dnnl_status_t;   // an enum in dnnl.h; 0 is dnnl_success
+dnnl_status_t dnnl_gemm_u8s8s32(char transa, char transb, char offsetc, int64_t M, int64_t N, int64_t K,
+                                float alpha, const uint8_t *A, int64_t lda, uint8_t ao, const int8_t *B,
+                                int64_t ldb, int8_t bo, float beta, int32_t *C, int64_t ldc, const int32_t *co)
+    __attribute__((weak));
+}
+
+namespace {
+
+// acc[rows, N] = q[rows, K] W[N, K]^T in int32: one oneDNN call (sequential here: MindSpore's oneDNN
+// runs on a thread pool only when one is handed to it).
+int integer_product(int64_t rows, int64_t N, int64_t K, const uint8_t *q, const int8_t *w, int32_t *acc) {
+  const int32_t no_offset = 0;
+  return dnnl_gemm_u8s8s32('N', 'T', 'F', rows, N, K, 1.0f, q, K, 0, w, K, 0, 0.0f, acc, N, &no_offset);
+}
+
+// Row r of x as uint8 with its scale and zero point: the range [min(x, 0), max(x, 0)] in 255 steps
+// (0 exactly representable). Returns false when the row holds a NaN or an infinity.
+bool quantize_row(const float *x, int64_t K, uint8_t *q, float *scale, int32_t *zero_point) {
+  float lo = 0.0f, hi = 0.0f, probe = 0.0f;
+  for (int64_t k = 0; k < K; ++k) {
+    lo = x[k] < lo ? x[k] : lo;
+    hi = x[k] > hi ? x[k] : hi;
+    probe += x[k] * 0.0f;                 // NaN if any element is NaN or infinite
+  }
+  if (probe != 0.0f) return false;
+  const float step = (hi - lo) / 255.0f;
+  const float s = step > 0.0f ? step : 1.0f;   // an all-zero row: q = zp = 0
+  const float inv = 1.0f / s;
+  const float round = 12582912.0f;              // 1.5 * 2^23: adding and subtracting rounds to nearest even
+  const float zp = ((-lo * inv + round) - round);
+  const float z = zp < 0.0f ? 0.0f : zp > 255.0f ? 255.0f : zp;
+  for (int64_t k = 0; k < K; ++k) {
+    float v = ((x[k] * inv + round) - round) + z;
+    v = v < 0.0f ? 0.0f : v > 255.0f ? 255.0f : v;
+    q[k] = static_cast<uint8_t>(v);
+  }
+  *scale = s;
+  *zero_point = static_cast<int32_t>(z);
+  return true;
+}
+
+// Rows [begin, end) of y from x: quantize, one int8 gemm, dequantize with the bias.
+void dense_int8_rows(int64_t begin, int64_t end, int64_t N, int64_t K, const float *x, const int8_t *w,
+                     const float *w_scale, const int32_t *w_rowsum, const float *b, float *y) {
+  const int64_t rows = end - begin;
+  if (rows <= 0) return;
+  thread_local std::vector<uint8_t> q;
+  thread_local std::vector<int32_t> acc;
+  std::vector<float> scale(rows);
+  std::vector<int32_t> zero_point(rows);
+  std::vector<char> finite(rows);
+  q.resize(rows * K);
+  acc.resize(rows * N);
+  for (int64_t r = 0; r < rows; ++r)
+    finite[r] = quantize_row(x + (begin + r) * K, K, q.data() + r * K, &scale[r], &zero_point[r]);
+  const int status = integer_product(rows, N, K, q.data(), w, acc.data());
+  for (int64_t r = 0; r < rows; ++r) {
+    float *yr = y + (begin + r) * N;
+    const int32_t *ar = acc.data() + r * N;
+    if (status != 0 || !finite[r]) {          // never a plausible number from a failed call or a NaN input
+      for (int64_t c = 0; c < N; ++c) yr[c] = NAN;
+      continue;
+    }
+    const float sa = scale[r];
+    const int32_t zp = zero_point[r];
+    for (int64_t c = 0; c < N; ++c)
+      yr[c] = static_cast<float>(ar[c] - zp * w_rowsum[c]) * (sa * w_scale[c]) + b[c];
+  }
+}
+
+}  // namespace
+
+// 1 where libdnnl has the int8 gemm (the kernel below may run), else 0.
+extern "C" int int8_available() { return dnnl_gemm_u8s8s32 != nullptr; }
+
+// The integer part of the kernel, for tests/test_int8.py: out[m, n] = sum_k (a[m, k] - zp[m]) w[n, k],
+// through the same gemm and zero-point correction. Returns oneDNN's status (0: success).
+extern "C" int int8_matmul_exact(int64_t M, int64_t N, int64_t K, const uint8_t *a, const int32_t *zp,
+                                 const int8_t *w, const int32_t *w_rowsum, int32_t *out) {
+  const int status = integer_product(M, N, K, a, w, out);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) out[m * N + n] -= zp[m] * w_rowsum[n];
+  return status;
+}
+
+// y = x W^T + b with W int8 per output channel.
+// inputs:  x (..., K) float32, W (N, K) int8, w_scale (N) float32, w_rowsum (N) int32, b (N) float32
+// outputs: y (..., N) float32
+extern "C" int dense_int8_forward(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,
+                                  void *stream, void *extra) {
+  const float *x = static_cast<const float *>(params[0]);
+  const int8_t *w = static_cast<const int8_t *>(params[1]);
+  const float *w_scale = static_cast<const float *>(params[2]);
+  const int32_t *w_rowsum = static_cast<const int32_t *>(params[3]);
+  const float *b = static_cast<const float *>(params[4]);
+  float *y = static_cast<float *>(params[5]);
+  if (dnnl_gemm_u8s8s32 == nullptr) return 1;
+  const int64_t K = shapes[0][ndims[0] - 1], M = helper::leading_rows(ndims[0], shapes[0]), N = shapes[1][0];
+  helper::split_range(M, M * N * K >= 4 * helper::kMinWork, [&](int64_t begin, int64_t end) {
+    dense_int8_rows(begin, end, N, K, x, w, w_scale, w_rowsum, b, y);
+  });
+  return 0;
+}
+
+extern "C" std::vector<int64_t> dense_int8_forwardInferShape(int *ndims, int64_t **shapes, void *extra) {
+  if (ndims[0] > 0 && shapes[0][0] == -2) return {-2};     // unknown rank
+  std::vector<int64_t> out(shapes[0], shapes[0] + ndims[0]);
+  out.back() = shapes[1][0];                                // x (..., K), W (N, K) -> (..., N)
+  return out;
+}

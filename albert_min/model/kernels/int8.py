@@ -1,0 +1,205 @@
+"""int8 inference: a step applied to a built model that swaps each Dense layer for ``DenseInt8``.
+
+    from albert_min.model import kernels
+    report = kernels.quantize_int8(model)        # in place; prediction only
+    print(report.line())
+
+Each Dense weight W ``[out, in]`` is quantized ONCE, per output channel (row n of W: symmetric int8,
+scale max|W[n]| / 127), and only the int8 copy is kept: the float32 weight leaves the model. The
+activations are quantized per row at run time inside the kernel (``int8.cc``: uint8 with a zero point
+per row), multiplied in int32 by oneDNN's ``dnnl_gemm_u8s8s32`` and dequantized with the bias, so the
+layer still takes and gives float32 and nothing else in the model changes (LayerNorm, softmax, GELU,
+attention products, the MLM decoder tied to the word embeddings: float32).
+
+ALBERT's shared layer is one ``AlbertLayer`` looped L times, so its six Dense cells are the same
+objects in every loop: a cell is quantized once whatever number of places hold it (the swap keeps
+one ``DenseInt8`` per distinct Dense), and the model holds one int8 copy of the shared weights.
+
+Where it cannot run (no compiled kernels: switched off, no compiler, another device, inside
+``mindspore_ops()``; or a libdnnl without the int8 gemm) ``quantize_int8`` prints one notice line
+and leaves the model in float32. A quantized model refuses training (``set_train(True)`` raises
+``Int8Error``): there is no gradient through a rounded weight.
+
+``quantize_int8(model, weights_only=True)`` swaps in ``DenseInt8Weights`` instead: the same int8 weights,
+dequantized in the graph by MindSpore's own ops, for a MindIR file (``albert_min.export --int8``), which
+can hold no custom op (docs/export.md).
+
+Layer: ``albert_min.model.kernels``, below ``modeling`` (it knows Dense layers as ``nn.Dense``).
+"""
+
+import ctypes
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+import mindspore as ms
+from mindspore import Parameter, nn, ops
+from mindspore.ops import CustomRegOp, DataType
+
+from ...common.errors import AlbertMinError
+
+TRAINING_REFUSED = "an int8 model predicts only; train the float32 model and quantize it after"
+
+
+class Int8Error(AlbertMinError):
+    """A quantized model asked to train."""
+
+
+def quantize_rows(weight):
+    """W ``[N, K]`` float -> (int8 ``[N, K]``, scale ``[N]`` float32, row sums ``[N]`` int32):
+    W[n] ~ scale[n] * q[n] with q in [-127, 127] (symmetric: no zero point, so -128 is unused),
+    scale = max|W[n]| / 127 (1 for an all-zero row). Rounding to nearest: |W - scale q| <= scale / 2."""
+    weight = np.asarray(weight, np.float32)
+    peak = np.abs(weight).max(axis=1)
+    scale = np.where(peak > 0, peak / 127.0, 1.0).astype(np.float32)
+    q = np.clip(np.rint(weight / scale[:, None]), -127, 127).astype(np.int8)
+    return q, scale, q.sum(axis=1, dtype=np.int32)
+
+
+def like_first(first, *others):
+    return first
+
+
+def int8_kernel(library):
+    """``ops.Custom`` of ``dense_int8_forward`` (int8.cc): x f32, W i8, scale f32, row sums i32, bias f32 ->
+    y f32, its shape from ``dense_int8_forwardInferShape`` (for the dynamic-shape graph)."""
+    info = (CustomRegOp("dense_int8_forward").input(0, "x").input(1, "weight").input(2, "scale")
+            .input(3, "row_sums").input(4, "bias").output(0, "y")
+            .dtype_format(DataType.F32_Default, DataType.I8_Default, DataType.F32_Default, DataType.I32_Default,
+                          DataType.F32_Default, DataType.F32_Default)
+            .target("CPU").get_op_info())
+    return ops.Custom(f"{library}:dense_int8_forward", func_type="aot", out_shape=None, out_dtype=like_first,
+                      reg_info=info)
+
+
+class DenseInt8(nn.Cell):
+    """A Dense layer (``nn.Dense`` without activation: x W^T + b, W ``[out, in]``) computed in int8.
+
+    Holds W as int8 with its per-row scale and row sums (``quantize_rows``; what the kernel needs to
+    take the activations' zero points off) and the float32 bias; none of them trainable."""
+
+    def __init__(self, dense, library):
+        super().__init__()
+        q, scale, row_sums = quantize_rows(dense.weight.asnumpy())
+        bias = dense.bias.asnumpy() if dense.has_bias else np.zeros(q.shape[0], np.float32)
+        name = dense.weight.name.rsplit(".", 1)[0] + "." if "." in dense.weight.name else ""
+        self.weight = Parameter(ms.Tensor(q), name=name + "weight", requires_grad=False)           # (out, in) int8
+        self.scale = Parameter(ms.Tensor(scale), name=name + "weight_scale", requires_grad=False)  # (out,)
+        self.row_sums = Parameter(ms.Tensor(row_sums), name=name + "weight_row_sums", requires_grad=False)
+        self.bias = Parameter(ms.Tensor(bias.astype(np.float32)), name=name + "bias", requires_grad=False)
+        self.forward = int8_kernel(library) if library else None
+
+    def add_flags_recursive(self, **flags):
+        """``set_train(True)`` on a model holding this cell is refused here, before any graph is compiled:
+        the kernel has no gradient, and a graph would silently train the rest of the model around it."""
+        if flags.get("training"):
+            raise Int8Error(TRAINING_REFUSED)
+        return super().add_flags_recursive(**flags)
+
+    def construct(self, x):
+        return self.forward(x, self.weight, self.scale, self.row_sums, self.bias)
+
+
+def has_int8_gemm(path):
+    """Whether the kernels' library at ``path`` found ``dnnl_gemm_u8s8s32`` (int8.cc's weak reference)."""
+    return bool(ctypes.CDLL(path).int8_available())
+
+
+class DenseInt8Weights(DenseInt8):
+    """``DenseInt8``'s int8 weight, scale and bias, computed in float32 with MindSpore's own ops: W
+    dequantized (int8 * scale), then x W^T + b. For a MindIR (albert_min.export --int8), which can
+    hold no custom op: the file keeps the int8 weights, the arithmetic stays float32."""
+
+    def __init__(self, dense, library=None):
+        super().__init__(dense, library)
+        self.matmul = ops.MatMul(transpose_b=True)
+
+    def construct(self, x):
+        weight = ops.cast(self.weight, ms.float32) * ops.expand_dims(self.scale, 1)    # (out, in)
+        x_shape = x.shape
+        y = ops.bias_add(self.matmul(x.reshape(-1, x_shape[-1]), weight), self.bias)    # (rows, out)
+        return y.reshape(x_shape[:-1] + (weight.shape[0],))
+
+
+def unavailable(path):
+    """Why int8 cannot run with the kernels' library at ``path`` (None: not built), or None if it can."""
+    if not path:
+        return "the compiled kernels are not in use (see the line above, ALBERT_MIN_KERNELS or --device)"
+    if not has_int8_gemm(path):
+        return ("the kernels were built without oneDNN's dnnl_gemm_u8s8s32 "
+                "(mindspore/lib/libdnnl.so.3 missing or without it)")
+    return None
+
+
+@dataclass
+class Int8Report:
+    """What ``quantize_int8`` did: ``cells`` distinct Dense cells quantized (one per weight, however many
+    loops or parents use it), ``int8_bytes`` what they keep now (int8 weights, scales, row sums, biases)
+    against ``float32_bytes`` (their float32 weights and biases)."""
+    cells: int = 0
+    int8_bytes: int = 0
+    float32_bytes: int = 0
+    reason: str = None        # why nothing was quantized, or None
+
+    def line(self):
+        if self.reason:
+            return f"albert_min: int8 not available ({self.reason}); computing in float32"
+        return (f"albert_min: int8: {self.cells} Dense layers quantized, each once (a shared layer's once for "
+                f"all its loops): {self.int8_bytes / 1e6:.2f} MB against {self.float32_bytes / 1e6:.2f} MB float32")
+
+
+def quantize_int8(model, path=None, notice=True, weights_only=False):
+    """Swap every Dense layer (``nn.Dense`` without activation) inside ``model`` for ``DenseInt8``, in place,
+    quantizing each distinct cell once (``Int8Report``); the model is set to prediction (``set_train(False)``).
+    ``path``: the kernels' library (default: ``kernels.library()``). Where int8 cannot run, nothing changes
+    and the report says why. ``notice``: print the report's line on stderr. ``weights_only``:
+    ``DenseInt8Weights`` instead (int8 weights, float32 arithmetic in MindSpore's ops; no library needed)."""
+    from . import library
+    if weights_only:
+        path, report = None, Int8Report()
+    else:
+        path = library() if path is None else path
+        report = Int8Report(reason=unavailable(path))
+    if report.reason is None:
+        swapped = {}                                  # id(Dense) -> its DenseInt8: shared cells once
+        for _, cell in list(model.cells_and_names()):
+            for name, child in list(cell.name_cells().items()):
+                if isinstance(child, DenseInt8) or not isinstance(child, nn.Dense) or child.activation_flag:
+                    continue
+                if id(child) not in swapped:
+                    swapped[id(child)] = (DenseInt8Weights if weights_only else DenseInt8)(child, path)
+                    w = child.weight.shape
+                    report.float32_bytes += 4 * (w[0] * w[1] + w[0])
+                    report.int8_bytes += w[0] * w[1] + 4 * 3 * w[0]
+                names = {p.name: p for p in swapped[id(child)].get_parameters()}
+                setattr(cell, name, swapped[id(child)])
+                for param_name, param in names.items():   # setattr prefixed them with the attribute name
+                    param.name = param_name
+        report.cells = len(swapped)
+    model.set_train(False)
+    if notice:
+        print(report.line(), file=sys.stderr)
+    return report
+
+
+def quantized(model):
+    """What ``quantize_int8`` made of ``model``: "int8" (the int8 kernel), "int8 weights" (``weights_only``),
+    or "" (nothing: float32)."""
+    kinds = {type(cell) for _, cell in model.cells_and_names()}
+    return "int8" if DenseInt8 in kinds else "int8 weights" if DenseInt8Weights in kinds else ""
+
+
+def int8_matmul_exact(path, a, zero_points, weight, row_sums):
+    """The kernel's integer part through ctypes (tests): ``sum_k (a[m, k] - zp[m]) w[n, k]`` as int32.
+    ``a`` uint8 ``[M, K]``, ``zero_points`` int32 ``[M]``, ``weight`` int8 ``[N, K]``, ``row_sums`` int32 ``[N]``."""
+    a, w = np.ascontiguousarray(a, np.uint8), np.ascontiguousarray(weight, np.int8)
+    zp, rs = np.ascontiguousarray(zero_points, np.int32), np.ascontiguousarray(row_sums, np.int32)
+    out = np.empty((a.shape[0], w.shape[0]), np.int32)
+    pointer = ctypes.c_void_p
+    status = ctypes.CDLL(path).int8_matmul_exact(
+        ctypes.c_int64(a.shape[0]), ctypes.c_int64(w.shape[0]), ctypes.c_int64(a.shape[1]),
+        pointer(a.ctypes.data), pointer(zp.ctypes.data), pointer(w.ctypes.data), pointer(rs.ctypes.data),
+        pointer(out.ctypes.data))
+    if status:
+        raise RuntimeError(f"dnnl_gemm_u8s8s32 returned status {status}")
+    return out
