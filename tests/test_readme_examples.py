@@ -137,6 +137,14 @@ CHECK_MODULES = textwrap.dedent("""
     print(len(ours), "modules from", installed, "; kernel sources:", sources)
 """)
 
+def kernel_sources(source):
+    """CHECK_MODULES's $KERNEL_SOURCES: the checkout's .cc / .h files below albert_min/, comma-separated."""
+    found = sorted(os.path.relpath(os.path.join(d, f), source / "albert_min")
+                   for d, _, files in os.walk(source / "albert_min") for f in files if f.endswith((".cc", ".h")))
+    assert found, "the checkout has no kernel sources"
+    return ",".join(found)
+
+
 CHECK_KERNELS_BUILT = textwrap.dedent("""
     import glob, os
     built = glob.glob(os.path.join(os.environ["ALBERT_MIN_CACHE"], "kernels", "*", "*.so"))
@@ -158,12 +166,8 @@ def test_installed_wheel(checkout, tmp_path):
     user.mkdir(parents=True)
     os.symlink(checkout / "shared", tmp_path / "elsewhere" / "shared")
     shutil.copytree(source / "weights", user / "weights", symlinks=True)
-    kernel_sources = sorted(os.path.relpath(os.path.join(d, f), source / "albert_min")
-                            for d, _, files in os.walk(source / "albert_min") for f in files
-                            if f.endswith((".cc", ".h")))
-    assert kernel_sources, "the checkout has no kernel sources"
     env = user_env(bin_dir, str(tmp_path / "cache"))
-    env["KERNEL_SOURCES"] = ",".join(kernel_sources)
+    env["KERNEL_SOURCES"] = kernel_sources(source)
 
     with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
         python_blocks = [e for e in examples(f.read())[0] if e.lang == "python" or "-m albert_min." in e.command]
