@@ -50,7 +50,8 @@ from albert_min.common.errors import AlbertMinError, os_error_text  # noqa: E402
 from albert_min.training.mixed_precision import needs_loss_scale  # noqa: E402
 from albert_min.training.run_config import ResumeError, RunConfig, flag_name, from_flat  # noqa: E402
 from albert_min.tasks import REGISTRY, TASK_NAMES, get_task, infer_task  # noqa: E402
-from albert_min.training.config import AMP_DTYPES, AMP_LEVELS, OPTIMIZERS, WEIGHTS_FORMATS, TrainingConfig  # noqa: E402
+from albert_min.training.config import (AMP_DTYPES, AMP_LEVELS, OPTIMIZERS, REPORT_TO, WEIGHTS_FORMATS,  # noqa: E402
+                                        TrainingConfig)
 
 SIZE_FLAGS = ("embedding_size", "hidden_size", "layers", "heads", "intermediate_size", "sharing")
 PRETRAINING = tuple(name for name, (module, _, _) in REGISTRY.items() if module == "pretraining")
@@ -153,6 +154,9 @@ def build_parser(parser_class=argparse.ArgumentParser):
                    help="one worker of an msrun job: train on this worker's share of every batch, average the "
                         "gradients over the workers; only rank 0 writes and reports (see the README)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--report-to", choices=REPORT_TO, default=cfg.report_to,
+                   help="besides <output>/metrics.jsonl (always written), TensorBoard event files in "
+                        "<output>/tensorboard (needs: pip install 'albert_min[tensorboard]')")
     add_device_flag(p)
     return p
 

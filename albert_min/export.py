@@ -154,13 +154,20 @@ def _mindspore_file_name(path):
     """A name for ``path`` that mindspore.export accepts. It checks the name against
     ``MINDSPORE_FILE_NAME`` before resolving it, so a folder with a space or an "é"
     goes through /proc/self/fd/N, a descriptor of the folder (the file's own name
-    is ASCII: safe_output.atomic_file makes it so)."""
+    is ASCII: safe_output.atomic_file makes it so); where there is no /proc (macOS,
+    Windows), through the file's own name with the folder as the working directory
+    for the write (this command's process does nothing else meanwhile)."""
     if MINDSPORE_FILE_NAME.fullmatch(path):
         yield path
         return
     if not os.path.isdir("/proc/self/fd"):
-        raise ExportError(f"{path}: MindSpore cannot write a MindIR under this name on this system "
-                          f"(only the characters {MINDSPORE_FILE_NAME.pattern} without /proc/self/fd)")
+        cwd = os.getcwd()
+        os.chdir(os.path.dirname(os.path.abspath(path)))
+        try:
+            yield os.path.basename(path)
+        finally:
+            os.chdir(cwd)
+        return
     fd = os.open(os.path.dirname(path), os.O_RDONLY | os.O_DIRECTORY)
     try:
         yield f"/proc/self/fd/{fd}/{os.path.basename(path)}"

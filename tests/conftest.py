@@ -37,6 +37,8 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "slow: long end-to-end runs; excluded by default, run with -m slow")
     config.addinivalue_line("markers", "readme: the README's examples run as written (tests/test_readme_examples.py); "
                                        "excluded by default, run with -m readme (.ci/run does, after the suite)")
+    config.addinivalue_line("markers", "wheels: the wheel in clean environments of Python 3.10, 3.11 and 3.12 "
+                                       "(tests/test_python_versions.py); run with -m wheels (.ci/run does, last)")
 
 
 @pytest.fixture(scope="module")

@@ -179,12 +179,14 @@ def test_readme_examples_write_under_runs_or_weights():
 
 
 def test_the_ci_command_is_the_readme_test_command():
-    """.ci/run's first command is the README's test command, as written; then the README stage."""
+    """.ci/run's first command is the README's test command, as written; then the README stage, then the
+    wheel on each Python (tests/test_python_versions.py)."""
     with open(os.path.join(ROOT, ".ci", "run"), encoding="utf-8") as f:
         commands = [line for line in f.read().splitlines() if line.strip() and not line.startswith(("#", "set ", "cd "))]
     with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
         assert commands[0] in f.read().splitlines()
     assert any("pytest -m readme" in c for c in commands[1:]), "the README stage runs after the test command"
+    assert commands[2:] == ["python3 -m pytest -m wheels -v -s"], "the wheel stage runs last"
 
 
 def test_commands_are_split_as_the_shell_does():

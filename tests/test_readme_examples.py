@@ -10,9 +10,10 @@
    albert_min.convert`` and ``export``, and a training step that builds the compiled kernels. Every
    ``albert_min`` / ``tokenizer`` module it loads must come from that environment.
 
-Both environments see the system's site-packages, so MindSpore is not downloaded again. An editable
-install there (CI's) adds an import finder that would quietly fill in a module the wheel lacks from the
-checkout; the check of every loaded module's ``__file__`` is what catches that.
+Both environments are clean: without the system's site-packages (where CI's editable install and
+MindSpore already are), so each installs its dependencies, MindSpore too, as a user's does (from PyPI,
+or pip's cache on a rerun). The check of every loaded module's ``__file__`` still guards against a
+module the wheel lacks being filled in from the checkout.
 
 The table of each command's peak memory and time is written to ``runs/readme-examples.md``.
 """
@@ -50,7 +51,7 @@ def copy_checkout(dest):
 
 
 def make_venv(path):
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", path], check=True)
+    subprocess.run([sys.executable, "-m", "venv", path], check=True)     # clean: not the system's site-packages
     return os.path.join(path, "bin")
 
 
@@ -136,6 +137,14 @@ CHECK_MODULES = textwrap.dedent("""
     print(len(ours), "modules from", installed, "; kernel sources:", sources)
 """)
 
+def kernel_sources(source):
+    """CHECK_MODULES's $KERNEL_SOURCES: the checkout's .cc / .h files below albert_min/, comma-separated."""
+    found = sorted(os.path.relpath(os.path.join(d, f), source / "albert_min")
+                   for d, _, files in os.walk(source / "albert_min") for f in files if f.endswith((".cc", ".h")))
+    assert found, "the checkout has no kernel sources"
+    return ",".join(found)
+
+
 CHECK_KERNELS_BUILT = textwrap.dedent("""
     import glob, os
     built = glob.glob(os.path.join(os.environ["ALBERT_MIN_CACHE"], "kernels", "*", "*.so"))
@@ -150,20 +159,15 @@ def test_installed_wheel(checkout, tmp_path):
                     str(source)], check=True)
     wheel = next((tmp_path / "dist").glob("albert_min-*.whl"))
     bin_dir = make_venv(str(tmp_path / "venv"))
-    subprocess.run([os.path.join(bin_dir, "python3"), "-m", "pip", "install", "-q", "--no-deps", str(wheel)],
-                   check=True)
+    subprocess.run([os.path.join(bin_dir, "python3"), "-m", "pip", "install", "-q", str(wheel)], check=True)
 
     # The user's own folder, outside the checkout: model folders and data beside it, no albert_min/ in it.
     user = tmp_path / "elsewhere" / "project"
     user.mkdir(parents=True)
     os.symlink(checkout / "shared", tmp_path / "elsewhere" / "shared")
     shutil.copytree(source / "weights", user / "weights", symlinks=True)
-    kernel_sources = sorted(os.path.relpath(os.path.join(d, f), source / "albert_min")
-                            for d, _, files in os.walk(source / "albert_min") for f in files
-                            if f.endswith((".cc", ".h")))
-    assert kernel_sources, "the checkout has no kernel sources"
     env = user_env(bin_dir, str(tmp_path / "cache"))
-    env["KERNEL_SOURCES"] = ",".join(kernel_sources)
+    env["KERNEL_SOURCES"] = kernel_sources(source)
 
     with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
         python_blocks = [e for e in examples(f.read())[0] if e.lang == "python" or "-m albert_min." in e.command]

@@ -10,10 +10,10 @@ Layer: ``albert_min.common``, the bottom one (the layers: ``albert_min/__init__.
 """
 
 import contextlib
-import fcntl
 import os
 
 from .errors import AlbertMinError
+from .portable import OPEN_CLOEXEC, OPEN_NOFOLLOW, lock_nowait, read_at, unlock, write_at
 
 
 class OutputError(AlbertMinError):
@@ -56,7 +56,7 @@ def _remove_if_empty(folders):
 
 
 # ------------------------------------------------------------------ the lock
-_held = {}   # lock file -> how many times this process holds it (flock is per open file description)
+_held = {}   # lock file -> how many times this process holds it (the lock is per open file description)
 
 
 def lock_path(target):
@@ -66,21 +66,19 @@ def lock_path(target):
 
 
 def _acquire(path, target):
-    """Open and flock ``path``; returns the descriptor. The file a releasing process unlinks is
+    """Open and lock ``path`` (``portable.lock_nowait``); returns the descriptor. The file a releasing process unlinks is
     not the lock any more: retry until the locked file is the one at ``path``."""
     for _ in range(1000):
         _make_parents(os.path.dirname(path))
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | OPEN_NOFOLLOW | OPEN_CLOEXEC, 0o666)
         except FileNotFoundError:
             continue   # its folder was just removed by the previous holder: make it again
         except PermissionError:
             raise OutputError(f"{os.path.dirname(path)}: folder not writable, so {os.path.abspath(target)} "
                               "cannot be written") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+        if not lock_nowait(fd):
+            holder = read_at(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
             os.close(fd)
             raise OutputInUse(f"{os.path.abspath(target)}: in use by another albert_min process (pid {holder})") \
                 from None
@@ -90,8 +88,9 @@ def _acquire(path, target):
             same = False
         if same:
             os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+            write_at(fd, f"{os.getpid()}\n".encode("ascii"), 0)
             return fd
+        unlock(fd)
         os.close(fd)
     raise OutputError(f"{path}: could not lock it (it keeps being replaced)")
 
@@ -103,8 +102,8 @@ def output_lock(target):
     A second albert_min process asking for the same output gets ``OutputInUse``
     ("<target>: in use by another albert_min process (pid N)"). Re-entrant
     within a process: ``atomic_directory`` and ``atomic_file`` take it again
-    inside a run that holds it. The lock is an ``fcntl.flock`` on ``.NAME.lock``,
-    so the kernel drops it when its holder dies: a crashed run never leaves the
+    inside a run that holds it. The lock is an ``fcntl.flock`` on ``.NAME.lock``
+    (``msvcrt.locking`` on Windows: ``portable.lock_nowait``), so the OS drops it when its holder dies: a crashed run never leaves the
     output locked. The lock file is removed on release, and so are the parent
     folders the lock had to create if nothing else was written in them.
     """
@@ -128,7 +127,16 @@ def output_lock(target):
         yield
     finally:
         del _held[path]
-        with contextlib.suppress(FileNotFoundError):
+        removed = True
+        try:
             os.unlink(path)   # while still locked: a process waiting on the old file sees it is gone and retries
+        except FileNotFoundError:
+            pass
+        except PermissionError:
+            removed = False   # Windows: an open file cannot be removed; it is, once unlocked and closed
+        unlock(fd)
         os.close(fd)
+        if not removed:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
         _remove_if_empty(created)

@@ -22,8 +22,8 @@ MindIR files):
    (``atomic_directory``), files are written to ``.NAME.tmp-PID-*`` beside the
    target, fsynced and ``os.replace``d (``atomic_file``): a reader sees the old
    output or the new one, never half of one.
-4. **One writer.** ``output_lock`` (module ``output_lock``: an ``fcntl.flock``
-   on ``.NAME.lock`` beside the output) keeps a second albert_min process off an
+4. **One writer.** ``output_lock`` (module ``output_lock``: an ``fcntl.flock``,
+   or ``msvcrt.locking`` on Windows, on ``.NAME.lock`` beside the output) keeps a second albert_min process off an
    output for the whole run; the second one gets ``OutputInUse``. Leftovers of
    a crashed run are cleaned only under the lock, and never a temporary whose
    owner (the PID in its name) is alive.
@@ -54,6 +54,7 @@ import tempfile
 from typing import Callable
 
 from .checksums import sha256_of
+from .portable import fsync_folder, process_alive
 from .output_lock import OutputError, OutputInUse, check_ancestors, lock_path, output_lock  # noqa: F401 (re-exported)
 
 
@@ -101,13 +102,7 @@ def _owner_alive(entry, prefix):
     match = re.match(r"(\d+)-", entry[len(prefix):])
     if not match:
         return False
-    try:
-        os.kill(int(match.group(1)), 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError):
-        return True    # PermissionError: alive, another user's; OverflowError: not a PID we can ask about
-    return True
+    return process_alive(int(match.group(1)))
 
 
 def _temp_prefix(target, tag, ascii_only=False):
@@ -135,11 +130,7 @@ def _finish_written(path):
 
 
 def _fsync_folder(folder):
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)   # the rename itself reaches the disk
-    finally:
-        os.close(fd)
+    fsync_folder(folder)   # the rename itself reaches the disk
 
 
 # ------------------------------------------------------------------ folders

@@ -7,7 +7,8 @@
 - ``step``: the learning-rate schedule, AdamW / LAMB, the compiled train step, dropout reseeding;
 - ``lamb``: LAMB for CPU;
 - ``mixed_precision``: float16 / bfloat16 training and its loss scale;
-- ``state``: the resumable training state ``<output>.state``.
+- ``state``: the resumable training state ``<output>.state``;
+- ``metrics_log``: the run's curve, ``<output>/metrics.jsonl`` and optionally TensorBoard's event files.
 
 Imports ``albert_min.tasks`` and the layers below it; nothing here imports ``albert_min.predict``.
 """

@@ -19,7 +19,8 @@ AMP_LEVELS = ("O0", "O1", "O2", "O3")      # mindspore.amp.auto_mixed_precision'
 AMP_DTYPES = ("float16", "bfloat16")
 # May differ on --resume: they extend (or shorten) the run's budget, or only change what is shown.
 EXTENDABLE = ("epochs", "max_steps", "max_minutes")
-PRESENTATION = ("quiet",)
+PRESENTATION = ("quiet", "report_to")
+REPORT_TO = ("none", "tensorboard")         # where the curve goes besides metrics.jsonl (training.metrics_log)
 
 
 class TrainingConfigError(AlbertMinError):
@@ -49,6 +50,7 @@ class TrainingConfig:
     amp_dtype: str = "float16"             # the low dtype under --amp O1-O3: float16 (loss-scaled) or bfloat16
     loss_scale: float = 2.0 ** 16          # float16 only: the dynamic loss scale's starting value
     quiet: bool = False                    # no progress bars
+    report_to: str = "none"                # also write TensorBoard event files: "tensorboard" (an optional extra)
 
     def __post_init__(self):
         self.validate()
@@ -88,6 +90,7 @@ class TrainingConfig:
         need(self.format in WEIGHTS_FORMATS, "format", f"one of {', '.join(WEIGHTS_FORMATS)}")
         need(self.amp in AMP_LEVELS, "amp", f"one of {', '.join(AMP_LEVELS)}")
         need(self.amp_dtype in AMP_DTYPES, "amp_dtype", f"one of {', '.join(AMP_DTYPES)}")
+        need(self.report_to in REPORT_TO, "report_to", f"one of {', '.join(REPORT_TO)}")
         number("loss_scale", 1.0)
         if self.batch_size % self.grad_accum:
             raise TrainingConfigError(f"batch_size {self.batch_size} must be a multiple of grad_accum "

@@ -15,6 +15,7 @@ from ..tasks.data import read_tsv, text_lines
 from ..common.safe_output import OutputError, check_replaceable, output_lock, recover_directory
 from ..tasks import get_task
 from ..common.json_files import Field, check_fields
+from .metrics_log import tensorboard_writer_class
 from .state import TOKENIZER_FILE, file_fingerprint, read_state
 
 
@@ -121,6 +122,8 @@ def build_model(task, config, settings):
 
 def train_run(settings, resume=False, force=False):
     """Run ``settings`` (a RunConfig) to the end; returns the Trainer's final state."""
+    if settings.training.report_to == "tensorboard":
+        tensorboard_writer_class()   # before the slow work: without tensorboardX, the pip command that installs it
     from ..common.device import use_device
     from ..model import kernels
     # before msrun's init(); on CPU the kernels built and 1 MindSpore thread, or $ALBERT_MIN_CPU_THREADS

@@ -35,6 +35,7 @@ from .mixed_precision import (check_device, float32_forward, loss_scale_state, m
 from .step import (kernel_dropouts, linear_warmup_decay, make_accumulating_step, make_optimizer, make_train_step,
                    quiet_recompile_warning, release_compiled_graphs, reseed_dropout, reseeds_by_recompiling,
                    start_dropout_step, with_adam_bias_correction)
+from .metrics_log import MetricsLog
 from .state import check_same_cpu_setup, load_training_state, save_training_state
 
 
@@ -79,6 +80,8 @@ class Trainer:
         if config.adam_bias_correction:   # pre-training from random weights with a short warm-up: see the README
             schedule = with_adam_bias_correction(schedule)
         self.optimizer = make_optimizer(model, schedule, config.weight_decay, config.optimizer)
+        self.lr_schedule = schedule   # the learning rate of each step, for the metrics log
+        self.metrics = MetricsLog(config.output, config.report_to, writes=self.parallel.writes)   # metrics.jsonl
         check_device(config.amp, config.amp_dtype, ms.get_context("device_target"))
         # the float32 parameters stay the model's: the optimizer updates them and the checkpoints save them
         self.loss_fn = task.loss_fn(mixed_precision_network(model, config.amp, config.amp_dtype))
@@ -148,6 +151,7 @@ class Trainer:
         if len(self.state["epoch_losses"]) >= self.steps_per_epoch:
             raise TrainingError(f"{self.config.state_dir}: the state is {len(self.state['epoch_losses'])} steps into "
                                 f"an epoch of {self.steps_per_epoch}; it is not a state of this run")
+        self.metrics.resume(self.state["step"])
         print(f"resumed from {self.config.state_dir}: epoch {self.state['epoch']}, step {self.state['step']}",
               flush=True)
 
@@ -157,10 +161,13 @@ class Trainer:
         Evaluates (and keeps the best model) after every epoch and every ``eval_every``
         steps; saves the resumable state at each of those points and every ``save_every`` steps.
         """
-        if self.lock_output and self.parallel.writes:
-            with output_lock(self.config.output):
-                return self._run()
-        return self._run()
+        try:
+            if self.lock_output and self.parallel.writes:
+                with output_lock(self.config.output):
+                    return self._run()
+            return self._run()
+        finally:
+            self.metrics.close()
 
     def _run(self):
         config = self.config
@@ -185,11 +192,16 @@ class Trainer:
                     continue   # drawn anyway, so the epoch's shuffling and masking RNGs advance as before
                 if self.state["step"] >= self.total_steps:
                     break
+                began = time.perf_counter()
                 loss = self.step(batch)
                 if not math.isfinite(loss):
                     raise TrainingError(f"loss became {loss} at step {self.state['step']}; lower the learning "
                                         "rate (--lr)")
                 losses.append(loss)
+                self.metrics.append({"step": self.state["step"] + 1, "loss": loss,
+                                     "lr": float(self.lr_schedule[self.state["step"]]),
+                                     "examples_per_s": rows_of(batch) * self.parallel.size
+                                     / (time.perf_counter() - began)})
                 self.state["step"] += 1
                 bar.update(1)
                 bar.set_postfix(loss=f"{np.mean(losses[-50:]):.4f}")
@@ -256,6 +268,8 @@ class Trainer:
             record.update(skipped_steps=self.state["skipped_steps"],
                           loss_scale=loss_scale_state(self.loss_scaler)["scale"])
         self.state["history"].append(record)
+        self.metrics.append({"step": record["step"], "epoch": record["epoch"], "train_loss": record["train_loss"],
+                             "eval": metrics})
         print(json.dumps(record), flush=True)
         if score is not None and self.state["best"] is not None and score < self.state["best"]:
             return
@@ -266,7 +280,8 @@ class Trainer:
         settings = {"task": self.task.name, "max_length": self.train.max_length, **self.task.options()}
         save_model_dir(self.model, self.config.output, spiece_model=self.tokenizer_file, overwrite=True,
                        protect=self.protect, extra_files={TRAIN_METRICS_FILE: lambda path: write_json(path, record),
-                                                          SETTINGS_FILE: lambda path: write_json(path, settings)},
+                                                          SETTINGS_FILE: lambda path: write_json(path, settings),
+                                                          **self.metrics.files_for_save()},
                        weights_format=self.config.format)
         print(f"saved {self.config.output} " + (f"(score {score:.4f})" if score is not None else
                                                 f"(no dev set: the last model, step {self.state['step']})"),
