@@ -17,6 +17,7 @@ import zlib
 
 import numpy as np
 
+from .environment import variable, whole_number
 from .errors import AlbertMinError
 
 # Set by msrun in every worker's environment (MS_WORKER_NUM = workers in the whole job, all hosts).
@@ -32,13 +33,12 @@ class ParallelError(AlbertMinError):
 
 
 def msrun_workers():
-    """Number of workers msrun started (``MS_WORKER_NUM``), or None outside msrun."""
+    """Number of workers msrun started (``MS_WORKER_NUM``), or None outside msrun. ParallelError
+    naming MS_WORKER_NUM where it is not a worker count."""
     if not all(name in os.environ for name in MSRUN_VARIABLES):
         return None
-    try:
-        return int(os.environ["MS_WORKER_NUM"])
-    except ValueError:
-        return None
+    return variable("MS_WORKER_NUM", whole_number(1, 1 << 20), unset_means="a run outside msrun",
+                    wrong="not msrun's worker count", error=ParallelError)
 
 
 class SingleProcess:
