@@ -89,17 +89,22 @@ def test_a_device_mindspore_was_not_built_for_is_refused_and_the_process_stays_o
     assert use_device() == "CPU" and ms.get_context("device_target") == "CPU"
 
 
-@pytest.mark.parametrize("script, device", [("evaluate.py", "GPU"), ("evaluate.py", "Ascend"), ("train.py", "gpu"),
-                                            ("albert_min.convert", "GPU"), ("albert_min.export", "GPU")])
-def test_scripts_refuse_it_in_one_line_before_any_work(script, device, tmp_path):
+def run_script(script, tmp_path, *flags, env=None):
+    """``script`` (train.py, evaluate.py, albert_min.convert or .export) on small inputs, writing to tmp_path/out*."""
     out = str(tmp_path / "out")
     args = {"evaluate.py": ["--model", SST2_SMALL, "--quiet"],
             "train.py": ["--train", sentiment_tsv(tmp_path / "t.tsv", 8, seed=0), "--output", out, *TINY_MODEL],
             "albert_min.convert": [os.path.join(ROOT, "tests", "fixtures", "tiny_pretraining"), out],
             "albert_min.export": [SST2_SMALL, out + ".mindir"]}[script]
     command = ["-m", script] if script.startswith("albert_min.") else [script]
-    result = subprocess.run([sys.executable, *command, *args, "--device", device], cwd=ROOT,
-                            capture_output=True, text=True)
+    return subprocess.run([sys.executable, *command, *args, *flags], cwd=ROOT, capture_output=True, text=True,
+                          env=env)
+
+
+@pytest.mark.parametrize("script, device", [("evaluate.py", "GPU"), ("evaluate.py", "Ascend"), ("train.py", "gpu"),
+                                            ("albert_min.convert", "GPU"), ("albert_min.export", "GPU")])
+def test_scripts_refuse_it_in_one_line_before_any_work(script, device, tmp_path):
+    result = run_script(script, tmp_path, "--device", device)
     name = device_flag(device)
     assert result.returncode == 2 and result.stdout == ""
     [line] = result.stderr.splitlines()
@@ -179,15 +184,8 @@ def test_a_bad_environment_variable_is_an_error_naming_it_from_pipeline(variable
 
 @pytest.mark.parametrize("script", ["train.py", "evaluate.py", "albert_min.convert", "albert_min.export"])
 def test_scripts_print_one_error_line_for_a_bad_environment_variable(script, tmp_path):
-    out = str(tmp_path / "out")
-    args = {"evaluate.py": ["--model", SST2_SMALL, "--quiet"],
-            "train.py": ["--train", sentiment_tsv(tmp_path / "t.tsv", 8, seed=0), "--output", out, *TINY_MODEL],
-            "albert_min.convert": [os.path.join(ROOT, "tests", "fixtures", "tiny_pretraining"), out],
-            "albert_min.export": [SST2_SMALL, out + ".mindir"]}[script]
-    command = ["-m", script] if script.startswith("albert_min.") else [script]
     for variable, value, message in BAD_VARIABLES[:3:2]:
-        result = subprocess.run([sys.executable, *command, *args], cwd=ROOT, capture_output=True, text=True,
-                                env={**os.environ, variable: value})
+        result = run_script(script, tmp_path, env={**os.environ, variable: value})
         assert result.returncode == 2 and result.stderr.splitlines() == [f"error: {message}"], result.stderr[-2000:]
         assert not [p for p in os.listdir(tmp_path) if p.startswith("out")]   # nothing written
 
