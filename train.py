@@ -311,8 +311,12 @@ def check_squad_options(p, args):
 
 def check_data_parallel(batch_size):
     """Before MindSpore's init (which would wait and fail with a traceback): msrun is there and the batch divides."""
-    from albert_min.common.parallel import MSRUN_VARIABLES, msrun_workers
-    workers = msrun_workers()
+    from albert_min.common.parallel import MSRUN_VARIABLES, ParallelError, msrun_workers
+    try:
+        workers = msrun_workers()
+    except ParallelError as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)
     if workers is None:
         print(f"error: --data-parallel must run under msrun ({', '.join(MSRUN_VARIABLES)} not set), e.g. "
               f"msrun --worker_num 2 --local_worker_num 2 --master_port 8118 train.py ... --data-parallel",

@@ -76,11 +76,13 @@ def add_squad_flags(parser, default_from):
 def use_device_flag(device):
     """A script's ``--device`` value (None: $ALBERT_MIN_DEVICE, else CPU) set for this process
     before any work (``device.use_device``); returns the device. A device this MindSpore cannot run
-    on, or a bad $ALBERT_MIN_DEVICE, is one ``error:`` line and exit 2, as a bad flag."""
+    on, or a bad value of an environment variable it reads ($ALBERT_MIN_DEVICE, $ALBERT_MIN_CPU_THREADS,
+    $ALBERT_MIN_KERNELS: ``common.environment``), is one ``error:`` line and exit 2, as a bad flag."""
     from .common.device import DeviceError, use_device
+    from .common.environment import SettingError
     from .model import kernels
     try:
         return use_device(device, flag="--device", cpu_setup=kernels.prepare_cpu)
-    except DeviceError as err:
+    except (DeviceError, SettingError) as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)

@@ -40,6 +40,7 @@ SST2_SMALL = os.path.join(ROOT, "weights", "sst2-small")         # the committed
 DEV = os.path.join(os.path.dirname(ROOT), "shared", "data", "sst2", "dev.tsv")
 T = tempfile.mkdtemp(prefix="albert_min_cases_")
 BACKGROUND = []     # processes a case left running (killed at the end)
+MOUNTS = []         # read-only bind mounts a case made (unmounted at the end)
 ENV = dict(os.environ, ALBERT_MIN_CACHE=os.path.join(T, "compile_cache"))   # not the user's ~/.cache
 TRAIN_FLAGS = ["--tokenizer", os.path.join(FIXTURES, "spiece_sst2_2k.model"), "--epochs", "1", "--batch-size", "16",
                *TINY_MODEL]
@@ -376,6 +377,7 @@ def cases():
     issue_36_damaged_and_long(add, train, evaluate)
     issue_36_task_inputs(add)
     issue_44_kernels(add, evaluate)
+    issue_44_cache_environment_read_only(add, train, evaluate)
     return rows
 
 
@@ -791,6 +793,60 @@ def issue_24_outputs(add, evaluate, ev):
         check=ends_listing(p("24.27"), []))
 
 
+# ------------------------------------------------------------------ issue 44: stale graphs, environment, read-only
+def same_files(a, b):
+    def check():
+        same = os.path.isfile(a) and os.path.isfile(b) and open(a, "rb").read() == open(b, "rb").read()
+        return same, (f"its predictions are {'the same as' if same else 'NOT the same as'} those of "
+                      "--no-compile-cache on the edited code")
+    return check
+
+
+def read_only_mount(folder):
+    """``folder`` as a read-only bind mount (unmounted at the end), or False where this process may not mount."""
+    if subprocess.run(["mount", "--bind", folder, folder], capture_output=True).returncode:
+        return False
+    MOUNTS.append(folder)
+    return not subprocess.run(["mount", "-o", "remount,bind,ro", folder], capture_output=True).returncode
+
+
+def issue_44_cache_environment_read_only(add, train, evaluate):
+    # 1. A copy of the code whose graph is in the compile cache, then its kernels' softmax edited (x / 2).
+    repo = p("44.1", "repo", mkdir=True)
+    for name in ("albert_min", "tokenizer"):
+        shutil.copytree(os.path.join(ROOT, name), os.path.join(repo, name), ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(os.path.join(ROOT, "evaluate.py"), repo)
+    data, cache = dev_slice(p("44.1", "dev300.tsv"), 300), {"ALBERT_MIN_CACHE": p("44.1", "cache", mkdir=True)}
+    argv = [os.path.join(repo, "evaluate.py"), "--model", SST2_SMALL, "--data", data, "--quiet", "--output"]
+    filled = run(argv + [p("44.1", "before.tsv")], cwd=repo, env=cache)     # GRAPH_FROM_ROWS rows: the graph cached
+    assert filled.code == 0, filled.err[-2000:]
+    layers = os.path.join(repo, "albert_min", "model", "kernels", "layers.py")
+    write(layers, open(layers).read().replace("return ops.softmax(x, -1)", "return ops.softmax(x / 2, -1)"))
+    fresh = run(argv + [p("44.1", "fresh.tsv"), "--no-compile-cache"], cwd=repo, env=cache)
+    assert fresh.code == 0, fresh.err[-2000:]
+    add("44.1", "evaluate 300 rows after an edit of the kernels' softmax (layers.py), with the graphs the unedited "
+        "code cached", argv + [p("44.1", "cached.tsv")], cwd=repo, env=cache, expect="ok", lines=("accuracy",),
+        check=same_files(p("44.1", "cached.tsv"), p("44.1", "fresh.tsv")))
+    # 2. Environment variables: each one albert_min reads, one error line naming it.
+    add("44.2a", "ALBERT_MIN_CPU_THREADS=² evaluate (a digit to str.isdigit, not to int())", evaluate(SST2_SMALL),
+        env={"ALBERT_MIN_CPU_THREADS": "²"}, expect="usage", names=["ALBERT_MIN_CPU_THREADS=²", "1 to 256"])
+    add("44.2b", "ALBERT_MIN_KERNELS=maybe train", train(p("44.2b", "out")), env={"ALBERT_MIN_KERNELS": "maybe"},
+        expect="usage", names=["ALBERT_MIN_KERNELS=maybe", "on, 1, true, yes, off, 0, false, no"],
+        check=ends_listing(p("44.2b"), []))
+    add("44.2c", "ALBERT_MIN_CPU_THREADS=٣ convert (int() reads it as 3)", ["convert", PRE, p("44.2c", "out")],
+        env={"ALBERT_MIN_CPU_THREADS": "٣"}, expect="usage", names=["ALBERT_MIN_CPU_THREADS"],
+        check=ends_listing(p("44.2c"), []))
+    add("44.2d", "MS_WORKER_NUM=two train --data-parallel (as if under msrun)", train(p("44.2d", "out"),
+        "--data-parallel"), env={"MS_WORKER_NUM": "two", "MS_SCHED_HOST": "127.0.0.1", "MS_SCHED_PORT": "1",
+                                 "MS_ROLE": "MS_WORKER"}, expect="usage", names=["MS_WORKER_NUM=two"],
+        check=ends_listing(p("44.2d"), []))
+    # 7. An output in a read-only folder (a read-only bind mount: root may write through chmod 555).
+    folder = p("44.7", "ro", mkdir=True)
+    if read_only_mount(folder):
+        add("44.7", "evaluate --output into a read-only file system", evaluate(SST2_SMALL, "--output",
+            os.path.join(folder, "p.tsv")), names=[f"{folder}: read-only file system"], check=ends_listing(folder, []))
+
+
 def ends_listing(folder, names):
     def check():
         listed = sorted(os.listdir(folder)) if os.path.isdir(folder) else None
@@ -865,6 +921,8 @@ def main():
     finally:
         for proc in BACKGROUND:
             proc.kill()
+        for folder in MOUNTS:
+            subprocess.run(["umount", folder], capture_output=True)
         for folder, _, _ in os.walk(T):
             os.chmod(folder, 0o755)
         shutil.rmtree(T, ignore_errors=True)

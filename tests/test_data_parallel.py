@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -113,6 +114,83 @@ def test_heldout_shares_of_the_workers_add_up_to_the_whole_evaluation():
             return sum(shares)
 
     assert heldout.evaluate(model, progress=False, parallel=Rank1Of3()) == heldout.evaluate(model, progress=False)
+
+
+LOST = ("The total number of timed out node is {n}. Timed out node list is: [const vector]{{{nodes}}}, worker {first} "
+        "is the first one timed out, please check its log.\n\n----------------------------------------------------\n"
+        "- C++ Call Stack: (For framework developers)\n")
+
+
+def test_lost_workers_are_one_error_naming_their_ranks_and_how_to_resume(tmp_path, monkeypatch):
+    """Issue 44: a worker killed mid-run ended the job with MindSpore's RuntimeError (from msrun's scheduler,
+    which runs train.py too and whose init() serves the job) and msrun's own traceback. The scheduler's
+    error (here raised by a stand-in init) is now one line naming the ranks and how to go on."""
+    import mindspore.communication as communication
+    from albert_min.common.parallel import WorkersLost
+    error = [RuntimeError(LOST.format(n=1, nodes="1", first=1))]
+
+    def init():
+        raise error[0]
+    monkeypatch.setattr(communication, "init", init)
+    monkeypatch.setenv("MS_CPU_COMM_OP_TIMEOUT", "600")     # DataParallel sets it where unset
+    with pytest.raises(WorkersLost, match=r"^the data-parallel job lost a worker: MindSpore's scheduler stopped "
+                                          r"hearing from rank 1 \(killed or crashed, or stopped by msrun once another "
+                                          r"one died: see the logs in msrun's --log_dir\)$"):
+        DataParallel()
+    error[0] = RuntimeError("Some other failure of MindSpore")   # not ours to word: kept as it is
+    with pytest.raises(RuntimeError, match="^Some other failure"):
+        DataParallel()
+
+    error[0] = RuntimeError(LOST.format(n=2, nodes="0, 1", first=0))
+    for name, value in MSRUN_ENV.items():
+        monkeypatch.setenv(name, value)
+    import train
+    out = str(tmp_path / "m")
+    args = ["--train", sentiment_tsv(tmp_path / "t.tsv", 16, seed=0), "--output", out, "--data-parallel", *TINY_MODEL]
+    with pytest.raises(SystemExit) as ended:
+        train.main(args)
+    assert ended.value.code == ("error: the data-parallel job lost a worker: MindSpore's scheduler stopped hearing "
+                                "from ranks 0, 1 (killed or crashed, or stopped by msrun once another one died: see "
+                                "the logs in msrun's --log_dir); nothing was saved yet: run the same msrun command "
+                                "again")
+    os.makedirs(out + ".state")
+    open(os.path.join(out + ".state", "state.json"), "w").close()
+    with pytest.raises(SystemExit) as ended:
+        train.main(args)
+    assert ended.value.code.endswith(f"; continue from the last saved state ({out}.state) with the same msrun "
+                                     "command and --resume")
+
+
+def test_the_scheduler_names_the_worker_that_died_first():
+    """MindSpore's scheduler named rank 0 alone when rank 1 was killed (msrun kills the others at once):
+    Deaths sees msrun's children (here this process's) die in order, zombies included; WorkerWatch runs it
+    in a process of its own (MindSpore's init() holds the GIL while the scheduler serves the job)."""
+    from albert_min.common.parallel import WorkersLost, join_job
+    from albert_min.common.worker_watch import Deaths, WorkerWatch
+    workers = [subprocess.Popen(["sleep", "60"], env={**os.environ, "MS_ROLE": "MS_WORKER", "RANK_ID": str(rank)})
+               for rank in range(2)]
+    try:
+        deaths = Deaths(launcher=os.getpid())
+        assert deaths.look() == [] and sorted(deaths.ranks.values()) == [0, 1]
+        watch = WorkerWatch(launcher=os.getpid())      # the same, in a process of its own
+        time.sleep(1.5)                                # (a python start, a look)
+        workers[1].kill()                              # not reaped yet: a zombie is dead too
+        assert deaths.look() == [1]
+        time.sleep(0.6)
+        workers[0].kill()
+        assert deaths.look() == [0] and deaths.died == [1, 0]
+        time.sleep(0.6)
+        assert watch.died == [1, 0]
+
+        def init():
+            raise RuntimeError(LOST.format(n=1, nodes="0", first=0))
+        with pytest.raises(WorkersLost, match=r"^the data-parallel job lost rank 1 \(killed or crashed: see its log "
+                                              r"in msrun's --log_dir; msrun then stopped the other workers\)$"):
+            join_job(init, watch)
+    finally:
+        for worker in workers:
+            worker.kill()
+            worker.wait()
 
 
 # ------------------------------------------------------------- real msrun jobs
@@ -251,3 +329,34 @@ def test_two_workers_report_the_single_process_heldout_scores(tmp_path, processe
     assert int(pairs.group(1)) >= 32   # batches of 8: at least 2 SOP batches per worker
     # One worker's half alone would give other fractions (SOP: of half the pairs; MLM: of half the pieces).
     assert [two[k] for k in scores] == [one[k] for k in scores] and 0 < one["heldout_sop_accuracy"] < 1
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_run_ends_the_job_with_one_error_line(tmp_path, processes):
+    """Issue 44: rank 1 killed (SIGKILL) after the first save. msrun kills the other worker at once, so the
+    one process left to report is msrun's scheduler (train.py with MS_ROLE=MS_SCHED): its last line, which
+    msrun shows before its own traceback ("Distributed job exited with exception"), names the ranks and
+    --resume."""
+    train_tsv = sentiment_tsv(tmp_path / "train.tsv", 2000, seed=5)
+    out = str(tmp_path / "dp")
+    job = start_msrun(["--train", train_tsv, "--output", out, "--epochs", "20", "--batch-size", "16", *TINY_MODEL],
+                      tmp_path / "logs")
+    processes.append(job)
+    log = tmp_path / "logs" / "worker_0.log"
+    deadline = time.monotonic() + 180
+    while not (log.is_file() and "saved " in log.read_text(errors="replace")):
+        assert time.monotonic() < deadline and job.poll() is None, "the job never saved"
+        time.sleep(1)
+    rank1 = [pid for pid in descendants(job.pid) if f"RANK_ID=1\0".encode() in open(f"/proc/{pid}/environ", "rb").read()
+             and b"MS_WORKER" in open(f"/proc/{pid}/environ", "rb").read()]
+    assert rank1, "rank 1 not found"
+    os.kill(rank1[0], signal.SIGKILL)
+    shown, _ = job.communicate(timeout=180)
+    assert job.returncode != 0
+    last = (tmp_path / "logs" / "scheduler.log").read_text(errors="replace").strip().splitlines()[-1]
+    assert re.fullmatch(r"error: the data-parallel job lost rank 1 \(killed or crashed: see its log in msrun's "
+                        r"--log_dir; msrun then stopped the other workers\); "
+                        rf"continue from the last saved state \({re.escape(out)}\.state\) with the same msrun "
+                        r"command and --resume", last), last
+    assert last in shown   # msrun prints the scheduler's log lines around its errors, then its own traceback
+    assert "Traceback" not in (tmp_path / "logs" / "scheduler.log").read_text(errors="replace")

@@ -89,17 +89,22 @@ def test_a_device_mindspore_was_not_built_for_is_refused_and_the_process_stays_o
     assert use_device() == "CPU" and ms.get_context("device_target") == "CPU"
 
 
-@pytest.mark.parametrize("script, device", [("evaluate.py", "GPU"), ("evaluate.py", "Ascend"), ("train.py", "gpu"),
-                                            ("albert_min.convert", "GPU"), ("albert_min.export", "GPU")])
-def test_scripts_refuse_it_in_one_line_before_any_work(script, device, tmp_path):
+def run_script(script, tmp_path, *flags, env=None):
+    """``script`` (train.py, evaluate.py, albert_min.convert or .export) on small inputs, writing to tmp_path/out*."""
     out = str(tmp_path / "out")
     args = {"evaluate.py": ["--model", SST2_SMALL, "--quiet"],
             "train.py": ["--train", sentiment_tsv(tmp_path / "t.tsv", 8, seed=0), "--output", out, *TINY_MODEL],
             "albert_min.convert": [os.path.join(ROOT, "tests", "fixtures", "tiny_pretraining"), out],
             "albert_min.export": [SST2_SMALL, out + ".mindir"]}[script]
     command = ["-m", script] if script.startswith("albert_min.") else [script]
-    result = subprocess.run([sys.executable, *command, *args, "--device", device], cwd=ROOT,
-                            capture_output=True, text=True)
+    return subprocess.run([sys.executable, *command, *args, *flags], cwd=ROOT, capture_output=True, text=True,
+                          env=env)
+
+
+@pytest.mark.parametrize("script, device", [("evaluate.py", "GPU"), ("evaluate.py", "Ascend"), ("train.py", "gpu"),
+                                            ("albert_min.convert", "GPU"), ("albert_min.export", "GPU")])
+def test_scripts_refuse_it_in_one_line_before_any_work(script, device, tmp_path):
+    result = run_script(script, tmp_path, "--device", device)
     name = device_flag(device)
     assert result.returncode == 2 and result.stdout == ""
     [line] = result.stderr.splitlines()
@@ -154,3 +159,49 @@ def test_resume_with_the_device_given_anew(run, tmp_path):
         shutil.copytree(run["output"] + suffix, str(tmp_path / "model") + suffix)
     state = train.main(["--output", str(tmp_path / "model"), "--resume", "--epochs", "2", "--device", "CPU"])
     assert state["epoch"] == 2 and state["step"] == 6
+
+
+# ------------------------------------------------------------------ every environment variable albert_min reads
+BAD_VARIABLES = [   # (variable, a value it refuses, the start of the message)
+    ("ALBERT_MIN_CPU_THREADS", "²", "ALBERT_MIN_CPU_THREADS=²: not a thread count; give a whole number from 1 to 256 "
+                                    "(or unset ALBERT_MIN_CPU_THREADS for 1)"),      # isdigit, yet int() refused it
+    ("ALBERT_MIN_CPU_THREADS", "٣", "ALBERT_MIN_CPU_THREADS=٣: not a thread count"),  # int() took it as 3
+    ("ALBERT_MIN_KERNELS", "maybe", "ALBERT_MIN_KERNELS=maybe: not on or off; give one of on, 1, true, yes, off, 0, "
+                                    "false, no (any case) (or unset ALBERT_MIN_KERNELS for on)"),   # was: on
+    ("ALBERT_MIN_DEVICE", "tpu", "ALBERT_MIN_DEVICE=tpu: unknown device; choose CPU, GPU, Ascend"),
+]
+
+
+@pytest.mark.parametrize("variable, value, message", BAD_VARIABLES, ids=lambda v: v if v.isascii() else ascii(v))
+def test_a_bad_environment_variable_is_an_error_naming_it_from_pipeline(variable, value, message, monkeypatch):
+    """Issue 44: ALBERT_MIN_CPU_THREADS=² raised int()'s ValueError, ALBERT_MIN_KERNELS=maybe meant on."""
+    from albert_min.common.errors import AlbertMinError
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(AlbertMinError) as err:
+        pipeline(SST2_SMALL)
+    assert str(err.value).startswith(message) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("script", ["train.py", "evaluate.py", "albert_min.convert", "albert_min.export"])
+def test_scripts_print_one_error_line_for_a_bad_environment_variable(script, tmp_path):
+    for variable, value, message in BAD_VARIABLES[:3:2]:
+        result = run_script(script, tmp_path, env={**os.environ, variable: value})
+        assert result.returncode == 2 and result.stderr.splitlines() == [f"error: {message}"], result.stderr[-2000:]
+        assert not [p for p in os.listdir(tmp_path) if p.startswith("out")]   # nothing written
+
+
+def test_msruns_worker_count_and_the_cache_folder(monkeypatch, tmp_path):
+    from albert_min.common.device import default_compile_cache
+    from albert_min.common.parallel import ParallelError, msrun_workers
+    from test_data_parallel import MSRUN_ENV
+    for name, value in {**MSRUN_ENV, "MS_WORKER_NUM": "two"}.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(ParallelError, match=r"^MS_WORKER_NUM=two: not msrun's worker count; give a whole number"):
+        msrun_workers()                       # was None: "--data-parallel must run under msrun"
+    monkeypatch.setenv("MS_WORKER_NUM", " 2 ")
+    assert msrun_workers() == 2
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("ALBERT_MIN_CACHE", "~/graphs")   # quoted in a shell: ~ is still the home folder
+    assert default_compile_cache() == str(tmp_path / "graphs")
+    monkeypatch.setenv("ALBERT_MIN_CACHE", " ")
+    assert default_compile_cache() == str(tmp_path / ".cache" / "albert_min" / "compile")

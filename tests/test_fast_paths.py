@@ -3,6 +3,7 @@
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 
@@ -84,14 +85,46 @@ def test_the_dynamic_graph_and_padding_do_not_change_probabilities(monkeypatch):
     assert [p.name for p in model.get_parameters()] == names
 
 
+def tiny_classifier(**changes):
+    return AlbertForSequenceClassification(AlbertConfig(**{
+        "vocab_size": 50, "embedding_size": 8, "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2,
+        "intermediate_size": 16, "max_position_embeddings": 32, **changes}))
+
+
 def test_compile_cache_folders_are_keyed_by_config_and_shape_order():
-    small = AlbertConfig.from_json_file(os.path.join(MODEL, "config.json"))
-    other = AlbertConfig.from_json_file(os.path.join(MODEL, "config.json"))
-    other.num_hidden_layers = 2
+    small, other = tiny_classifier(), tiny_classifier(num_hidden_layers=2)
     shapes = [(256, 16), (128, 32)]
     assert cache_key(small, shapes) == cache_key(small, [list(s) for s in shapes])
     assert cache_key(small, shapes) != cache_key(other, shapes)
     assert cache_key(small, shapes) != cache_key(small, shapes[::-1])
+    assert cache_key(small, shapes) != cache_key(small, shapes, ("Int64",) * 3)
+
+
+def test_compile_cache_key_covers_all_the_code_and_libraries_the_graph_is_built_from(tmp_path, monkeypatch):
+    """Issue 44: the key hashed modeling.py and heads.py only, so after an edit of the kernels' softmax
+    (layers.py) evaluate.py loaded the old graph and reported the old accuracy. Every source file of the
+    package counts (here a copy of it), and so do the kernels' library, the thread counts and the cells."""
+    copy = tmp_path / "albert_min"
+    shutil.copytree(classify.PACKAGE_DIR, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(classify, "PACKAGE_DIR", str(copy))
+    model, shapes = tiny_classifier(), [classify.DYNAMIC_SHAPE]
+    keys = [cache_key(model, shapes)]
+    assert cache_key(model, shapes) == keys[0]           # the same code, the same folder
+    for name in ("model/kernels/layers.py", "model/kernels/philox_dropout.py", "tasks/classify.py",
+                 "model/kernels/forward.cc"):
+        with open(copy / name, "a", encoding="utf-8") as f:
+            f.write("\n")                                 # any edit, even one that changes no number
+        classify.source_digest.cache_clear()             # a new process: the package read again
+        keys.append(cache_key(model, shapes))
+    assert len(set(keys)) == len(keys)
+    monkeypatch.setattr(classify, "library_digest", lambda path: "another build of the kernels")
+    keys.append(cache_key(model, shapes))
+    monkeypatch.setattr(kernels, "KERNEL_THREADS", kernels.KERNEL_THREADS + 1)
+    keys.append(cache_key(model, shapes))
+    if kernels.library():
+        with kernels.mindspore_ops():
+            keys.append(cache_key(tiny_classifier(), shapes))   # MindSpore's ops in place of the kernels' cells
+    assert len(set(keys)) == len(keys)
 
 
 def test_a_model_compiles_its_graph_only_once_enough_rows_were_asked(monkeypatch):

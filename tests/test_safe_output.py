@@ -1,6 +1,8 @@
 """Nothing lost, round two (issue 24, cases 1, 3, 4, 8, 12, 13): the rules of albert_min.common.safe_output for
 every file and folder albert_min writes, on the real command line where it matters."""
 
+import contextlib
+import errno
 import json
 import os
 import shutil
@@ -331,3 +333,44 @@ def test_every_tool_writes_under_a_space_and_a_non_ascii_name(model_dir, tmp_pat
     assert read_metadata(str(folder / "modèle 1.mindir"))["producer"] == "albert_min"
     assert sorted(os.listdir(folder)) == ["conv ért", "modèle 1.mindir", "préds ok.tsv", "tráined model",
                                           "tráined model.state"]
+
+
+# ------------------------------------------------------------- issue 44: a read-only output folder
+@contextlib.contextmanager
+def read_only(folder, how, monkeypatch):
+    """``folder`` read-only for root too: a read-only bind mount (skipped where this process may not mount),
+    or the kernel's EROFS simulated for os.open and os.mkdir below it."""
+    if how == "simulated":
+        def refuse(real):
+            def call(path, *args, **kwargs):
+                if os.path.abspath(path).startswith(str(folder) + os.sep):
+                    raise OSError(errno.EROFS, os.strerror(errno.EROFS), path)
+                return real(path, *args, **kwargs)
+            return call
+        for name in ("open", "mkdir"):
+            monkeypatch.setattr(os, name, refuse(getattr(os, name)))
+        yield
+        return
+    mounted = subprocess.run(["mount", "--bind", str(folder), str(folder)], capture_output=True)
+    if mounted.returncode:
+        pytest.skip(f"no bind mount here: {mounted.stderr.decode(errors='replace').strip()}")
+    try:
+        if subprocess.run(["mount", "-o", "remount,bind,ro", str(folder)], capture_output=True).returncode:
+            pytest.skip("no read-only remount here")
+        yield
+    finally:
+        subprocess.run(["umount", str(folder)], capture_output=True)
+
+
+@pytest.mark.parametrize("how", ["simulated", "mount"])
+def test_a_read_only_output_folder_is_named_not_the_lock_file(model_dir, tmp_path, monkeypatch, how):
+    """Issue 44: the error named albert_min's own lock file (``.p.tsv.lock: Read-only file system``)."""
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    with read_only(folder, how, monkeypatch):
+        for output in (folder / "p.tsv", folder / "new" / "dir" / "p.tsv"):
+            assert run_evaluate(model_dir, output) == \
+                f"error: {folder}: read-only file system, so {output} cannot be written"
+        with pytest.raises(OutputError, match=f"^{folder}: read-only file system, so {folder}/model cannot be"):
+            cv.convert(HF_SST2, str(folder / "model"))
+    assert os.listdir(folder) == [] and sorted(os.listdir(tmp_path)) == ["ro"]

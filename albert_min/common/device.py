@@ -39,12 +39,14 @@ build under the cache folder, so neither has to reach up a layer for them.
 import argparse
 import os
 
+from .environment import variable, whole_number
 from .errors import AlbertMinError
 
 DEVICES = ("CPU", "GPU", "Ascend")   # as mindspore.set_device spells them
 ENVIRONMENT = "ALBERT_MIN_DEVICE"    # the device when none is given
 DEFAULT = "CPU"                      # ... and when that is not set either
 THREADS_ENVIRONMENT = "ALBERT_MIN_CPU_THREADS"   # MindSpore's CPU kernel threads, where the kernels are built
+CACHE_ENVIRONMENT = "ALBERT_MIN_CACHE"          # the compile cache and the kernels' builds
 POOL_STEP = "0.25GB"                 # MindSpore's CPU memory pool starts at this and grows by it (see set_cpu_memory_pool)
 
 
@@ -82,14 +84,18 @@ def chosen_device(name=None, flag="device"):
         if device is None:
             raise DeviceError(f"{flag} {name!r}: unknown device; choose {', '.join(DEVICES)}")
         return device, f"{flag} {device}"
-    if os.environ.get(ENVIRONMENT, "").strip():
-        text = os.environ[ENVIRONMENT]
-        device = canonical_name(text)
-        if device is None:
-            raise DeviceError(f"{ENVIRONMENT}={text}: unknown device; choose {', '.join(DEVICES)} "
-                              f"(or unset {ENVIRONMENT} for {DEFAULT})")
-        return device, f"{ENVIRONMENT}={text}"
+    device = variable(ENVIRONMENT, _device_name, unset_means=DEFAULT, wrong="unknown device", error=DeviceError)
+    if device is not None:
+        return device, f"{ENVIRONMENT}={os.environ[ENVIRONMENT].strip()}"
     return DEFAULT, f"device {DEFAULT} (the default)"
+
+
+def _device_name(text):
+    """The parser of $ALBERT_MIN_DEVICE (``environment.variable``)."""
+    device = canonical_name(text)
+    if device is None:
+        raise ValueError(f"choose {', '.join(DEVICES)}")
+    return device
 
 
 def applies_cpu_only_parts(device) -> bool:
@@ -122,13 +128,9 @@ def default_cpu_threads(any_count_repeats=False):
     ``any_count_repeats`` (the compiled kernels are built: their dropout's masks do not depend on the
     thread split), else 1; 1 when the variable is not set (a second thread measured slower on the
     shared 2-core machine: see the module docstring). A malformed count is a DeviceError."""
-    text = os.environ.get(THREADS_ENVIRONMENT, "").strip()
-    if not text:
-        return 1
-    if not text.isdigit() or not 1 <= int(text) <= 256:
-        raise DeviceError(f"{THREADS_ENVIRONMENT}={text}: not a thread count; give a whole number from 1 to 256 "
-                          f"(or unset {THREADS_ENVIRONMENT} for 1)")
-    return int(text) if any_count_repeats else 1
+    threads = variable(THREADS_ENVIRONMENT, whole_number(1, 256), default=1, unset_means="1",
+                       wrong="not a thread count", error=DeviceError)
+    return threads if any_count_repeats else 1
 
 
 def use_device(name=None, cpu_threads=None, flag="device", cpu_setup=None):
@@ -218,6 +220,7 @@ _THREADS = None
 
 
 def default_compile_cache():
-    """Where evaluate.py keeps compiled graphs: $ALBERT_MIN_CACHE, else ~/.cache/albert_min/compile."""
-    return os.environ.get("ALBERT_MIN_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "albert_min",
-                                                             "compile")
+    """Where evaluate.py keeps compiled graphs: $ALBERT_MIN_CACHE (any path; ``~`` is the home folder; a folder
+    that cannot be used is a notice where it is used), else ~/.cache/albert_min/compile."""
+    default = os.path.join(os.path.expanduser("~"), ".cache", "albert_min", "compile")
+    return variable(CACHE_ENVIRONMENT, os.path.expanduser, default=default)

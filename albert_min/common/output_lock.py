@@ -10,6 +10,7 @@ Layer: ``albert_min.common``, the bottom one (the layers: ``albert_min/__init__.
 """
 
 import contextlib
+import errno
 import os
 
 from .errors import AlbertMinError
@@ -35,16 +36,32 @@ def check_ancestors(target):
     return folder
 
 
-def _make_parents(folder):
-    """Create ``folder`` and its missing ancestors; returns those created, deepest first."""
+def _make_parents(folder, target=None):
+    """Create ``folder`` and its missing ancestors; returns those created, deepest first. Where one
+    cannot be made in a folder that refuses writes, an OutputError names that folder and ``target``."""
     created = []
     while not os.path.isdir(folder):
         created.append(folder)
         folder = os.path.dirname(folder)
     for path in reversed(created):
-        with contextlib.suppress(FileExistsError):   # another process made it meanwhile
+        try:
             os.mkdir(path)
+        except FileExistsError:   # another process made it meanwhile
+            pass
+        except OSError as err:
+            _remove_if_empty(created[created.index(path) + 1:])
+            raise _not_writable(err, os.path.dirname(path), target or path) or err
     return created
+
+
+def _not_writable(err, folder, target):
+    """An OutputError naming ``folder`` (not a file albert_min meant to make in it) where ``err`` says the
+    folder refuses writes: read-only file system, or no permission; else None."""
+    reasons = {errno.EROFS: "read-only file system", errno.EACCES: "folder not writable",
+               errno.EPERM: "folder not writable"}
+    if err.errno not in reasons:
+        return None
+    return OutputError(f"{folder}: {reasons[err.errno]}, so {os.path.abspath(target)} cannot be written")
 
 
 def _remove_if_empty(folders):
@@ -69,14 +86,13 @@ def _acquire(path, target):
     """Open and lock ``path`` (``portable.lock_nowait``); returns the descriptor. The file a releasing process unlinks is
     not the lock any more: retry until the locked file is the one at ``path``."""
     for _ in range(1000):
-        _make_parents(os.path.dirname(path))
+        _make_parents(os.path.dirname(path), target)
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | OPEN_NOFOLLOW | OPEN_CLOEXEC, 0o666)
         except FileNotFoundError:
             continue   # its folder was just removed by the previous holder: make it again
-        except PermissionError:
-            raise OutputError(f"{os.path.dirname(path)}: folder not writable, so {os.path.abspath(target)} "
-                              "cannot be written") from None
+        except OSError as err:    # the lock file is ours: the folder is what the user must fix
+            raise _not_writable(err, os.path.dirname(path), target) or err from None
         if not lock_nowait(fd):
             holder = read_at(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
             os.close(fd)
@@ -116,7 +132,7 @@ def output_lock(target):
             _held[path] -= 1
         return
     check_ancestors(target)
-    created = _make_parents(os.path.dirname(path))
+    created = _make_parents(os.path.dirname(path), target)
     try:
         fd = _acquire(path, target)
     except BaseException:

@@ -13,11 +13,14 @@ Layer: ``albert_min.common``, the bottom one (the layers: ``albert_min/__init__.
 
 import math
 import os
+import re
 import zlib
 
 import numpy as np
 
+from .environment import variable, whole_number
 from .errors import AlbertMinError
+from .worker_watch import WorkerWatch
 
 # Set by msrun in every worker's environment (MS_WORKER_NUM = workers in the whole job, all hosts).
 MSRUN_VARIABLES = ("MS_WORKER_NUM", "MS_SCHED_HOST", "MS_SCHED_PORT", "MS_ROLE")
@@ -31,14 +34,55 @@ class ParallelError(AlbertMinError):
     """The workers of a data-parallel job disagree, or the job is set up wrongly."""
 
 
+class WorkersLost(ParallelError):
+    """A data-parallel job that lost workers (killed or crashed), as msrun's scheduler reports it.
+    ``ranks``: the rank that died first where it is known (``first``), else the ranks MindSpore's
+    scheduler stopped hearing from; ``hint``: what to do next (the trainer's words: how to --resume)."""
+
+    def __init__(self, ranks, first=False, hint=None):
+        self.ranks, self.first = ranks, first
+        if first:
+            text = (f"the data-parallel job lost rank {ranks[0]} (killed or crashed: see its log in msrun's "
+                    "--log_dir; msrun then stopped the other workers)")
+        else:
+            text = (f"the data-parallel job lost a worker: MindSpore's scheduler stopped hearing from "
+                    f"rank{'s' * (len(ranks) != 1)} {', '.join(map(str, ranks))} (killed or crashed, or stopped by "
+                    "msrun once another one died: see the logs in msrun's --log_dir)")
+        super().__init__(text + (f"; {hint}" if hint else ""))
+
+
+# What MindSpore's scheduler raises when workers stop answering: "The total number of timed out node is 1.
+# Timed out node list is: [const vector]{1}, worker 1 is the first one timed out, please check its log."
+# A worker msrun started is a node whose id is its rank. Which ones it names depends on timing
+# (see worker_watch), so the rank a WorkerWatch saw die first is named where there is one.
+_TIMED_OUT = re.compile(r"Timed out node list is: [^{]*\{([0-9, ]*)\}")
+
+
+def join_job(init, watch=None):
+    """Call MindSpore's ``init`` (joining the job, or on the scheduler serving it to its end); the
+    scheduler's error for lost workers becomes WorkersLost: the rank ``watch`` (a WorkerWatch) saw
+    die first, else the ranks MindSpore names."""
+    try:
+        init()
+    except RuntimeError as err:
+        lost = _TIMED_OUT.search(str(err))
+        if lost is None:
+            raise
+        if watch is not None and watch.died:
+            raise WorkersLost(watch.died[:1], first=True) from None
+        raise WorkersLost(sorted(int(n) for n in lost.group(1).replace(" ", "").split(",") if n)) from None
+    finally:
+        if watch is not None:
+            watch.stop()
+
+
 def msrun_workers():
-    """Number of workers msrun started (``MS_WORKER_NUM``), or None outside msrun."""
+    """Number of workers msrun started (``MS_WORKER_NUM``), or None outside msrun. ParallelError
+    naming MS_WORKER_NUM where it is not a worker count."""
     if not all(name in os.environ for name in MSRUN_VARIABLES):
         return None
-    try:
-        return int(os.environ["MS_WORKER_NUM"])
-    except ValueError:
-        return None
+    return variable("MS_WORKER_NUM", whole_number(1, 1 << 20), unset_means="a run outside msrun",
+                    wrong="not msrun's worker count", error=ParallelError)
 
 
 class SingleProcess:
@@ -83,7 +127,9 @@ class DataParallel(SingleProcess):
         import mindspore as ms
         from mindspore.communication import get_group_size, get_rank, init
         os.environ.setdefault("MS_CPU_COMM_OP_TIMEOUT", str(COMM_TIMEOUT_S))
-        init()   # CPU: MindSpore's own collectives; GPU: NCCL; Ascend: HCCL. Blocks until every worker has joined
+        # On msrun's scheduler (train.py run once more, MS_ROLE=MS_SCHED) init() serves the job to its end.
+        watch = WorkerWatch() if os.environ.get("MS_ROLE") == "MS_SCHED" else None
+        join_job(init, watch)   # CPU: MindSpore's own collectives; GPU: NCCL; Ascend: HCCL. Blocks until every worker has joined
         ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.DATA_PARALLEL, gradients_mean=True)
         self.rank, self.size = get_rank(), get_group_size()
         self.writes = self.rank == 0

@@ -6,6 +6,7 @@ Layer: ``albert_min.tasks``, above ``checkpoints`` (the layers: ``albert_min/__i
 
 import contextlib
 import errno
+import functools
 import hashlib
 import json
 import os
@@ -19,7 +20,9 @@ import mindspore as ms
 from mindspore import nn
 from tqdm import tqdm
 
+from ..common.checksums import sha256_of
 from ..common.errors import os_error_text
+from ..common.json_files import Field, JSONFileError, read_json
 from .data import encode_examples, eval_batches, pad_with_types
 
 
@@ -92,11 +95,7 @@ _ROWS_ASKED = weakref.WeakKeyDictionary()
 
 def _cache_folder(root, model, shapes):
     """Where compile_cache keeps ``model``'s graphs for ``shapes`` under ``root``."""
-    from ..model import kernels
-    library = kernels.built() if kernels.uses_kernels(model) else None
-    if kernels.int8.quantized(model):       # another graph, with int8 weights among its inputs
-        library = f"{library} {kernels.int8.quantized(model)}"
-    return os.path.join(root, cache_key(model.config, shapes, library))
+    return os.path.join(root, cache_key(model, shapes))
 
 
 def graph_pays(model, rows, cache_dir=None):
@@ -115,17 +114,63 @@ def _cache_applies(root):
     return root is not None and not _CACHE_USED and os.path.isfile(sys.argv[0])
 
 
-def cache_key(config, shapes, kernels_library=None):
-    """Folder name for the graphs of ``config`` compiled for ``shapes`` in this order, calling the
-    compiled kernels at ``kernels_library`` (its path names its build: sources, compiler, CPU)."""
-    model_code = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "model")
-    code = hashlib.sha256()
-    for name in ("modeling.py", "heads.py"):          # the backbone and the heads make the graph
-        with open(os.path.join(model_code, name), "rb") as f:
-            code.update(f.read())
-    code = code.hexdigest()
-    blob = json.dumps([ms.__version__, code, config.to_dict(), [list(s) for s in shapes], kernels_library],
-                      sort_keys=True)
+PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # albert_min/, whose code is traced
+SOURCE_SUFFIXES = (".py", ".cc", ".h")
+INPUT_DTYPES = ("Int32", "Int32", "Int32")   # (input_ids, token_type_ids, attention_mask), as predict_logits feeds them
+
+
+@functools.lru_cache(maxsize=None)
+def source_digest(package_dir):
+    """sha256 of every source file under ``package_dir`` (names and bytes, in name order): the code a
+    traced forward may reach. Read once per process and folder (2 ms here)."""
+    digest = hashlib.sha256()
+    for folder, subfolders, files in os.walk(package_dir):
+        subfolders[:] = sorted(d for d in subfolders if d != "__pycache__")
+        for name in sorted(files):
+            if name.endswith(SOURCE_SUFFIXES):
+                path = os.path.join(folder, name)
+                digest.update(os.path.relpath(path, package_dir).encode() + b"\0")
+                with open(path, "rb") as f:
+                    digest.update(hashlib.sha256(f.read()).digest())
+    return digest.hexdigest()
+
+
+def library_digest(path):
+    """The compiled kernels' sha256, as their build recorded it beside the library (which
+    ``kernels.built`` checked), else read from the library; None for no library."""
+    if path is None:
+        return None
+    from ..model.kernels.build import RECORD_SUFFIX
+    try:
+        return read_json(path + RECORD_SUFFIX, {"sha256": Field(str)})["sha256"]
+    except (JSONFileError, OSError):
+        return sha256_of(path)
+
+
+def graph_inputs(model):
+    """What makes ``model``'s graph besides its config: the class of every cell (kernels or MindSpore's
+    ops, cells swapped by a speed step) and every parameter's name, shape and dtype."""
+    cells = [[name, f"{type(cell).__module__}.{type(cell).__qualname__}"] for name, cell in model.cells_and_names()]
+    parameters = [[p.name, list(p.shape), str(p.dtype)] for p in model.get_parameters()]
+    return cells, parameters
+
+
+def cache_key(model, shapes, input_dtypes=INPUT_DTYPES):
+    """Folder name for the graphs of ``model`` compiled for input ``shapes`` in this order.
+
+    Keyed by everything that shapes the graph: albert_min's source (every file, ``source_digest``:
+    the traced code reaches modeling, heads, kernels' layers, dropout and this module), MindSpore's
+    version, the model's config, cells and parameter dtypes (``graph_inputs``), the compiled kernels'
+    sha256 (their build records it), the thread counts and ALBERT_MIN_KERNELS, and the inputs' shapes
+    and dtypes. A change to any of them is a new folder, so an upgrade never loads an old graph."""
+    from ..common.device import cpu_threads
+    from ..model import kernels
+    library = kernels.built() if kernels.uses_kernels(model) else None
+    blob = json.dumps({
+        "mindspore": ms.__version__, "source": source_digest(PACKAGE_DIR), "config": model.config.to_dict(),
+        "graph": graph_inputs(model), "kernels": library_digest(library),
+        "threads": [cpu_threads(), kernels.KERNEL_THREADS], "kernels_on": kernels.enabled(),
+        "shapes": [list(s) for s in shapes], "dtypes": [str(d) for d in input_dtypes]}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
 
@@ -136,9 +181,9 @@ def compile_cache(root, model, shapes):
     MindSpore's compile cache numbers graphs by the order a process compiles
     them and does not check that a cached graph is the one asked for (a
     different config or shape order loads the wrong graph: a crash, or wrong
-    numbers). So each folder is keyed by everything that makes the graphs:
-    MindSpore's version, our modeling code, the config and the ordered input
-    shapes; weights are inputs of the graph, not part of it. A new folder is
+    numbers; other code loads the old graph: stale numbers). So each folder is
+    keyed by everything that makes the graphs (``cache_key``); weights are
+    inputs of the graph, not part of it. A new folder is
     filled under a temporary name and renamed when the run succeeded, so
     concurrent or interrupted runs never leave a half-written cache. Once
     per process, and meant for a process whose first compiles these are

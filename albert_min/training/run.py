@@ -211,8 +211,15 @@ def saved_run(state_dir):
 def start_data_parallel(settings, resume, force, stack):
     """Join the msrun job; rank 0 locks the output; every worker checks the outputs (on --resume
     after rank 0, which alone completes or rolls back a save a crash interrupted)."""
-    from ..common.parallel import DataParallel
-    parallel = DataParallel()
+    from ..common.parallel import DataParallel, WorkersLost
+    try:
+        parallel = DataParallel()
+    except WorkersLost as err:   # on msrun's scheduler, which runs this script too and outlives the workers
+        state_dir = settings.training.state_dir
+        hint = (f"continue from the last saved state ({state_dir}) with the same msrun command and --resume"
+                if os.path.isfile(os.path.join(state_dir, "state.json"))
+                else "nothing was saved yet: run the same msrun command again")
+        raise WorkersLost(err.ranks, err.first, hint) from None
     if parallel.writes:
         stack.enter_context(output_lock(settings.training.output))
     if parallel.writes or not resume:

@@ -26,6 +26,7 @@ import sys
 
 from mindspore import nn
 
+from ...common.environment import SWITCH, choice, variable
 from ...common.errors import os_error_text
 from .build import KernelBuildError, library_path
 from .philox_dropout import DropoutWithKernels
@@ -59,8 +60,9 @@ _MINDSPORE_OPS = False   # True inside mindspore_ops()
 
 
 def enabled() -> bool:
-    """False when ``ALBERT_MIN_KERNELS`` is off / 0 / false / no."""
-    return os.environ.get("ALBERT_MIN_KERNELS", "on").strip().lower() not in ("off", "0", "false", "no")
+    """False when ``ALBERT_MIN_KERNELS`` is off / 0 / false / no, True when unset or on / 1 / true / yes;
+    another value is a SettingError naming it."""
+    return variable("ALBERT_MIN_KERNELS", choice(SWITCH), default=True, unset_means="on", wrong="not on or off")
 
 
 @contextlib.contextmanager
