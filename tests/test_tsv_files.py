@@ -14,23 +14,11 @@ sys.path.insert(0, ROOT)
 from albert_min.tasks import get_task  # noqa: E402
 from albert_min.tasks import glue_benchmark as glue  # noqa: E402
 from albert_min.tasks.data import DataError, read_tsv  # noqa: E402
+from task_files import GLUE_FILES  # noqa: E402
 
 SST2_SMALL = os.path.join(ROOT, "weights", "sst2-small")
 
-# A few rows of each layout, in the GLUE release's folder names (the task is inferred from them).
-FILES = {
-    "sst2": ("SST-2", ["sentence\tlabel", "a fine film\t1", "dull\t0", "a joy\t1"]),
-    "stsb": ("STS-B", ["index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore",
-                       "0\tg\tf\t2012\t1\tn\tn\tA man plays.\tA man is playing.\t4.5",
-                       "1\tg\tf\t2012\t2\tn\tn\tA cat.\tA dog runs.\t0.5",
-                       "2\tg\tf\t2012\t3\tn\tn\tIt rains.\tRain falls.\t4.0"]),
-    "mrpc": ("MRPC", ["Quality\t#1 ID\t#2 ID\t#1 String\t#2 String", "1\t1\t2\tHe said \"yes\".\tHe agreed.",
-                      "0\t3\t4\tA b.\tC d.", "1\t5\t6\tE f.\tE f g."]),
-    "cola": ("CoLA", ["gj04\t1\t\tFine.", "gj04\t0\t*\tFine not.", "gj04\t1\t\tGood."]),
-    "rte": ("RTE", ["index\tsentence1\tsentence2\tlabel", "0\tA man.\tA person.\tentailment",
-                    "1\tA b.\tC d.\tnot_entailment", "2\tE.\tF.\tentailment"]),
-    "cls": ("mine", ["sentence\tlabel", "good\t1", "bad\t0", "fine\t1"]),
-}
+FILES = GLUE_FILES
 
 
 def write(tmp_path, task, lines=None, end=b"\n", edit=None, bom=False):
