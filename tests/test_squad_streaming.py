@@ -115,3 +115,63 @@ def test_a_context_tokenized_by_chunks_gives_the_pieces_of_the_whole(tok, seed):
     whole = (tok.convert_tokens_to_ids(pieces), offsets)
     for chunk in (1, 50, 1 << 20):                  # 1: cut at every place it may
         assert squad.context_pieces(tok, context, chunk=chunk) == whole, chunk
+
+
+# ------------------------------------------------------------ memory on one long context
+MEMORY_RUN = r"""
+import json, resource, sys
+sys.path.insert(0, {root!r})
+import numpy as np
+import mindspore as ms
+from albert_min.tasks import get_task
+from tokenizer import AlbertTokenizer
+
+
+class Logits:
+    '''A stand-in for the QA model (its memory is one batch's, whatever the context): start and
+    end logits drawn per window, so that decoding meets as many candidates as with a model.'''
+    def __init__(self):
+        self.rng = np.random.default_rng(0)
+
+    def set_train(self, mode):
+        pass
+
+    def __call__(self, input_ids, token_type_ids, attention_mask):
+        shape = input_ids.shape
+        return (ms.Tensor(self.rng.normal(size=shape).astype(np.float32)),
+                ms.Tensor(self.rng.normal(size=shape).astype(np.float32)))
+
+
+task = get_task("squad", doc_stride=16, max_query_length=16)
+data = task.read({path!r})
+prepared = task.prepare(data, AlbertTokenizer({spiece!r}), 64)
+metrics = task.score(prepared, task.predict(Logits(), prepared, batch_size=64, use_jit=False))
+print(json.dumps({{"windows": prepared.features.count, "examples": metrics["examples"],
+                  "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
+"""
+
+
+def peak_memory(tmp_path, characters):
+    """(windows, peak RSS in MB) of a process scoring one question on a context of ``characters``."""
+    block = "The old cat sat on the red mat near the door, and it slept there all day long. "
+    context = (block * (characters // len(block) + 1))[:characters].rstrip()
+    path = tmp_path / f"long{characters}.json"
+    path.write_text(json.dumps({"version": "1.1", "data": [{"paragraphs": [{"context": context, "qas": [
+        {"id": "q1", "question": "Where did the cat sit?",
+         "answers": [{"text": "on the red mat", "answer_start": context.index("on the red mat")}]}]}]}]}))
+    code = MEMORY_RUN.format(root=ROOT, path=str(path), spiece=os.path.join(FIXTURES, "spiece_sst2_2k.model"))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["examples"] == 1
+    return result["windows"], result["peak_mb"]
+
+
+def test_memory_hardly_grows_with_one_long_context(tmp_path):
+    """Issue 44: 0.5 GB more per MB of context before (949 MB at 1 MB, 2.49 GB at 4 MB): the whole
+    context tokenized at once, every window's features and every candidate answer held."""
+    small_windows, small = peak_memory(tmp_path, 100_000)
+    large_windows, large = peak_memory(tmp_path, 400_000)
+    assert large_windows > 3.5 * small_windows > 7000
+    per_mb = (large - small) / 0.3
+    assert per_mb < 150, f"{small:.0f} MB at 0.1 MB of context, {large:.0f} MB at 0.4 MB: {per_mb:.0f} MB per MB"
