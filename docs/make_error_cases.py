@@ -636,6 +636,13 @@ def issue_36_task_inputs(add):
                                     "answers": [{"text": "Broncos", "answer_start": long_context.index("Broncos")}]}]))
     add("36.6", "evaluate SQuAD, one context of 105 kB (11,500 windows of 32 pieces, stride 8)", ["evaluate.py",
         "--model", squad, "--data", big, "--quiet"], expect="ok", lines=("f1", "seconds"), cost=True)
+    # Issue 44, item 6: memory on one long context (0.5 GB more per MB of context before: 949 MB at 1 MB).
+    huge_context = " ".join([CONTEXT] * (1_000_000 // (len(CONTEXT) + 1)))                # 1 MB
+    huge = squad_file(p("44.6", "s.json"), lambda d: d["data"][0]["paragraphs"][0].update(
+        context=huge_context, qas=[{"id": "q1", "question": "Who won?",
+                                    "answers": [{"text": "Broncos", "answer_start": huge_context.index("Broncos")}]}]))
+    add("44.6", "evaluate SQuAD, one context of 1 MB (windows of 32 pieces, stride 8): peak memory",
+        ["evaluate.py", "--model", squad, "--data", huge, "--quiet"], expect="ok", lines=("f1", "seconds"), cost=True)
     # 7, 9. JSON Python cannot read; lone surrogates; a RACE file name that is not UTF-8; a FIFO named *.txt.
     for id, what, raw in (("36.7a", "nested 100,000 deep", "[" * 100000),
                           ("36.7b", "an integer of 5,000 digits on line 2", '{"version": "1.1",\n "data": ' + "9" * 5000 +
