@@ -129,3 +129,14 @@ def test_train_on_a_glue_file_that_is_not_utf8_says_where(task, named, tmp_path)
                     *(["--task", task] if named else [])])
     assert done.value.code == f"error: {path}:4: not UTF-8"
     assert not os.path.exists(tmp_path / "out")
+
+
+@pytest.mark.parametrize("script", ["evaluate.py", "train.py"])
+def test_the_scripts_print_one_line_and_no_traceback(script, tmp_path):
+    import subprocess
+    path = write(tmp_path, "mrpc", edit=at_line(2, b"\xff"))
+    args = (["--model", SST2_SMALL, "--data", path] if script == "evaluate.py" else
+            ["--train", path, "--output", str(tmp_path / "out"), "--max-steps", "1"])
+    done = subprocess.run([sys.executable, os.path.join(ROOT, script), *args, "--quiet"], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 1 and done.stderr.splitlines() == [f"error: {path}:2: not UTF-8"]
