@@ -343,5 +343,6 @@ def fuzz(task, examples):
 if __name__ == "__main__":
     task, examples = sys.argv[1], int(sys.argv[2])
     fuzz_glue(examples) if task == "glue" else fuzz(task, examples)
-    print(f"{task}: {examples} mutated + {examples} {'TSV-mutated' if task == 'glue' else 'built'} inputs ({SEEN['accepted']} runs accepted, "
+    second = "TSV-mutated" if task == "glue" else "built"
+    print(f"{task}: {examples} mutated + {examples} {second} inputs ({SEEN['accepted']} runs accepted, "
           f"{SEEN['refused']} refused by name), all clean")
