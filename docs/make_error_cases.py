@@ -378,6 +378,7 @@ def cases():
     issue_36_task_inputs(add)
     issue_44_kernels(add, evaluate)
     issue_44_cache_environment_read_only(add, train, evaluate)
+    issue_44_glue_files(add, train)
     return rows
 
 
@@ -424,6 +425,37 @@ if isinstance(item, str) and len(item) > 1000:
 else:
     print(result)
 """
+
+
+def issue_44_glue_files(add, train):
+    """Issue 44, item 3: GLUE files (task named or inferred from the folder) with a byte that is not
+    UTF-8, a NUL, or lines that end with CR alone: one error line naming the file and line."""
+    def glue_file(id, folder, lines, edit):
+        return write(p(id, folder, "dev.tsv"), b"".join(edit(n, line.encode()) + b"\n" for n, line in
+                                                        enumerate(lines, start=1)))
+
+    def at(line, inserted):
+        return lambda n, row: row[:4] + inserted + row[4:] if n == line else row
+    sst2 = ["sentence\tlabel", "a fine film\t1", "dull and long\t0", "a joy\t1"]
+    stsb = ["index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore",
+            "0\tg\tf\t2012\t1\tn\tn\tA man plays.\tA man is playing.\t4.5",
+            "1\tg\tf\t2012\t2\tn\tn\tA cat.\tA dog runs.\t0.5"]
+    mrpc = ["Quality\t#1 ID\t#2 ID\t#1 String\t#2 String", "1\t1\t2\tHe said yes.\tHe agreed.",
+            "0\t3\t4\tA cat sat.\tA dog ran."]
+    for id, folder, lines, line, how, argv in (
+            ("44.3a", "SST-2", sst2, 3, "evaluate SST-2 (task from the folder)", []),
+            ("44.3b", "STS-B", stsb, 2, "evaluate --task stsb", ["--task", "stsb"]),
+            ("44.3c", "MRPC", mrpc, 3, "train MRPC (task from the folder)", None)):
+        path = glue_file(id, folder, lines, at(line, b"\xff"))
+        command = (train(p(id, "out"), data=path) if argv is None else
+                   ["evaluate.py", "--model", SST2_SMALL, "--data", path, "--quiet", *argv])
+        add(id, f"{how}: byte 0xff in line {line}", command, names=[f"{path}:{line}: not UTF-8"])
+    nul = glue_file("44.3d", "SST-2", sst2, at(4, b"\0"))
+    add("44.3d", "evaluate SST-2: a NUL byte in line 4", ["evaluate.py", "--model", SST2_SMALL, "--data", nul,
+        "--quiet"], names=[f"{nul}:4: a NUL byte"])
+    cr_only = write(p("44.3e", "mine", "dev.tsv"), "\r".join(["sentence\tlabel", "good\t1", "bad\t0"]) + "\r")
+    add("44.3e", "evaluate the generic cls task: lines that end with CR alone", ["evaluate.py", "--model", SST2_SMALL,
+        "--data", cr_only, "--quiet"], names=[f"{cr_only}:1: a carriage return (CR)"])
 
 
 def task_models():
@@ -635,6 +667,13 @@ def issue_36_task_inputs(add):
                                     "answers": [{"text": "Broncos", "answer_start": long_context.index("Broncos")}]}]))
     add("36.6", "evaluate SQuAD, one context of 105 kB (11,500 windows of 32 pieces, stride 8)", ["evaluate.py",
         "--model", squad, "--data", big, "--quiet"], expect="ok", lines=("f1", "seconds"), cost=True)
+    # Issue 44, item 6: memory on one long context (0.5 GB more per MB of context before: 949 MB at 1 MB).
+    huge_context = " ".join([CONTEXT] * (1_000_000 // (len(CONTEXT) + 1)))                # 1 MB
+    huge = squad_file(p("44.6", "s.json"), lambda d: d["data"][0]["paragraphs"][0].update(
+        context=huge_context, qas=[{"id": "q1", "question": "Who won?",
+                                    "answers": [{"text": "Broncos", "answer_start": huge_context.index("Broncos")}]}]))
+    add("44.6", "evaluate SQuAD, one context of 1 MB (windows of 32 pieces, stride 8): peak memory",
+        ["evaluate.py", "--model", squad, "--data", huge, "--quiet"], expect="ok", lines=("f1", "seconds"), cost=True)
     # 7, 9. JSON Python cannot read; lone surrogates; a RACE file name that is not UTF-8; a FIFO named *.txt.
     for id, what, raw in (("36.7a", "nested 100,000 deep", "[" * 100000),
                           ("36.7b", "an integer of 5,000 digits on line 2", '{"version": "1.1",\n "data": ' + "9" * 5000 +

@@ -1,6 +1,7 @@
-"""Fuzz the SQuAD and RACE readers inside a memory-limited process (run by test_fuzz_readers.py).
+"""Fuzz the SQuAD, RACE and GLUE TSV readers inside a memory-limited process (run by
+test_fuzz_readers.py).
 
-    python tests/fuzz_task_readers_worker.py squad|race EXAMPLES
+    python tests/fuzz_task_readers_worker.py squad|race|glue EXAMPLES
 
 As fuzz_readers_worker.py does for the checkpoint readers: the address space is limited to
 about 2 GB, and every input must give a result or an ``AlbertMinError`` of one line naming the
@@ -8,7 +9,10 @@ file (or the RACE folder). Inputs are byte mutations of valid files and files bu
 values (lone surrogates, zero-width and combining characters, blank and misplaced answers,
 nasty integers, deep nesting, a byte-order mark). Every accepted input then goes the whole way:
 windows or option rows, training labels and batches, the official metric on made-up logits,
-and the prediction file, read back.
+and the prediction file, read back. GLUE TSV files (SST-2, STS-B, MRPC, CoLA and the generic cls
+layout) are also mutated where TSV readers break: a byte that is not UTF-8, a NUL, a lone carriage
+return, lines that end with CR alone, CR LF line ends and a byte-order mark; each of those must
+give exactly the error line (or the examples) the reader's rules say.
 """
 
 import atexit
@@ -18,6 +22,7 @@ import resource
 import shutil
 import sys
 import tempfile
+import types
 
 LIMIT = 2 << 30
 resource.setrlimit(resource.RLIMIT_AS, (LIMIT, LIMIT))
@@ -31,7 +36,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E
 from albert_min.common.errors import AlbertMinError  # noqa: E402
 from albert_min.common.parallel import SingleProcess  # noqa: E402
 from albert_min.tasks import get_task  # noqa: E402
-from task_files import RACE_FILES, squad_json  # noqa: E402
+from albert_min.tasks.data import DataError  # noqa: E402
+from task_files import GLUE_FILES, RACE_FILES, squad_json  # noqa: E402
 from tokenizer import AlbertTokenizer  # noqa: E402
 
 WORK = tempfile.mkdtemp(prefix="albert_min_fuzz_tasks_")
@@ -192,6 +198,111 @@ def fresh_race_folder():
     return folder
 
 
+# ------------------------------------------------------------------ GLUE TSV
+GLUE_TASKS = ["sst2", "stsb", "mrpc", "cola", "cls"]
+
+
+def glue_must_be_clean(path, name):
+    """The examples ``path`` holds in task ``name``'s layout, once they went the whole way
+    (features, metrics on made-up logits, the predictions file read back); None when refused."""
+    task = get_task(name)
+    try:
+        examples = task.read(path)
+        n = len(examples)
+        num_labels = task.spec.num_labels or max(2, max(examples.labels or [0]) + 1)
+        task.check_model(types.SimpleNamespace(is_regression=task.spec.is_regression, num_labels=num_labels),
+                         examples, "the model")
+        prepared = task.prepare(examples, TOKENIZER, MAX_LENGTH)
+        assert len(prepared.features["ids"]) == n and len(examples.texts.sources) == n
+        logits = np.random.default_rng(n).normal(size=(n, num_labels))
+        if examples.labels is not None:
+            assert task.score(prepared, [logits])["examples"] == n
+        written = os.path.join(WORK, "glue_predictions.tsv")
+        task.write_predictions(written, prepared, [logits])
+        with open(written, encoding="utf-8") as f:
+            assert len(f.read().splitlines()) == n + 1
+        SEEN["accepted"] += 1
+        return examples
+    except AlbertMinError as err:
+        one_line_error(err, [path])
+        SEEN["refused"] += 1
+        return None
+
+
+def same_rows(a, b):
+    return (a.texts, a.text_pairs, a.labels, a.index) == (b.texts, b.text_pairs, b.labels, b.index)
+
+
+def tsv_insert_expectation(data, position, inserted):
+    """The error (``"LINE: message"``) a TSV reader must give for ``inserted`` put at byte
+    ``position`` of the valid ``data``, or None when the file must read as before."""
+    line = data[:position].count(b"\n") + 1
+    if not inserted:
+        return None
+    if inserted == b"\r":
+        return None if data[position:position + 1] == b"\n" else f"{line}: a carriage return (CR)"
+    return f"{line}: a NUL byte" if inserted == b"\0" else f"{line}: not UTF-8"
+
+
+def fuzz_glue(examples):
+    path_of = {}
+    for name in GLUE_TASKS:
+        folder, _ = GLUE_FILES[name]
+        os.makedirs(os.path.join(WORK, folder), exist_ok=True)
+        path_of[name] = os.path.join(WORK, folder, "dev.tsv")
+    valid = {name: "".join(line + "\n" for line in GLUE_FILES[name][1]).encode() for name in GLUE_TASKS}
+    clean = {}
+    for name in GLUE_TASKS:
+        write(path_of[name], valid[name])
+        clean[name] = glue_must_be_clean(path_of[name], name)
+        assert clean[name] is not None, name
+    run_settings = settings(max_examples=examples, deadline=None, database=None, derandomize=True,
+                            suppress_health_check=list(HealthCheck))
+
+    @run_settings
+    @given(name=st.sampled_from(GLUE_TASKS), edit_list=edits, cut=st.one_of(st.none(), st.floats(0, 1)))
+    def mutated(name, edit_list, cut):
+        """Bytes flipped anywhere: examples that go the whole way, or one error naming the file."""
+        write(path_of[name], mutate(valid[name], edit_list, cut))
+        glue_must_be_clean(path_of[name], name)
+
+    bad_bytes = st.sampled_from([b"", b"\xff", b"\xfe", b"\x80", b"\xc3", b"\xe2\x82", b"\xed\xa0\x80", b"\0", b"\r"])
+
+    @run_settings
+    @given(name=st.sampled_from(GLUE_TASKS), where=st.floats(0, 1), inserted=bad_bytes,
+           bom=st.booleans(), crlf=st.booleans(), cr_only=st.booleans())
+    def tsv_mutations(name, where, inserted, bom, crlf, cr_only):
+        """One bad byte (not UTF-8, NUL, a lone CR) at a known place, in files with or without a
+        BOM and with LF, CR LF or CR-only line ends: the error names that line, or the file reads
+        as the valid one does."""
+        data = valid[name]
+        position = int(where * len(data))
+        expected = tsv_insert_expectation(data, position, inserted)
+        data = data[:position] + inserted + data[position:]
+        if cr_only:                                           # the whole file is one line
+            expected = "1: not UTF-8" if expected and "UTF-8" in expected else "1: a carriage return (CR)"
+            data = data.replace(b"\n", b"\r")
+        elif crlf:
+            data = data.replace(b"\n", b"\r\n")
+            if expected is None and inserted:                 # b"\r\n" became b"\r\r\n": a lone CR
+                line = data[:data.index(b"\r\r")].count(b"\n") + 1
+                expected = f"{line}: a carriage return (CR)"
+        path = path_of[name]
+        write(path, (b"\xef\xbb\xbf" if bom else b"") + data)
+        try:
+            got = get_task(name).read(path)
+        except DataError as err:
+            assert expected is not None and str(err).startswith(f"{path}:{expected}"), (str(err), expected)
+            one_line_error(err, [path])
+            SEEN["refused"] += 1
+            return
+        assert expected is None and same_rows(got, clean[name]), expected
+        assert glue_must_be_clean(path, name) is not None
+
+    mutated()
+    tsv_mutations()
+
+
 # ------------------------------------------------------------------ the runs
 def fuzz(task, examples):
     squad_path = os.path.join(WORK, "s.json")
@@ -231,6 +342,7 @@ def fuzz(task, examples):
 
 if __name__ == "__main__":
     task, examples = sys.argv[1], int(sys.argv[2])
-    fuzz(task, examples)
-    print(f"{task}: {examples} mutated + {examples} built inputs ({SEEN['accepted']} runs accepted, "
+    fuzz_glue(examples) if task == "glue" else fuzz(task, examples)
+    second = "TSV-mutated" if task == "glue" else "built"
+    print(f"{task}: {examples} mutated + {examples} {second} inputs ({SEEN['accepted']} runs accepted, "
           f"{SEEN['refused']} refused by name), all clean")

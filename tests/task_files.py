@@ -1,4 +1,4 @@
-"""Small hand-written SQuAD, RACE and CoNLL-2003 files for the task tests, and a tiny model."""
+"""Small hand-written GLUE, SQuAD, RACE and CoNLL-2003 files for the task tests, and a tiny model."""
 import json
 import os
 
@@ -9,6 +9,22 @@ from albert_min.model.config import AlbertConfig
 CONTEXT_1 = "The old cat sat on the red mat near the door. It was happy there, and it slept all day long."
 CONTEXT_2 = "Paris is the capital of France. The river Seine runs through the city from east to west."
 CONTEXT_3 = "A small boat left the harbour at dawn. Three fishermen were on board, and they came back at noon."
+
+
+# A few rows of GLUE's layouts and the generic cls TSV: task -> (the GLUE release's folder name, lines).
+GLUE_FILES = {
+    "sst2": ("SST-2", ["sentence\tlabel", "a fine film\t1", "dull\t0", "a joy\t1"]),
+    "stsb": ("STS-B", ["index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore",
+                       "0\tg\tf\t2012\t1\tn\tn\tA man plays.\tA man is playing.\t4.5",
+                       "1\tg\tf\t2012\t2\tn\tn\tA cat.\tA dog runs.\t0.5",
+                       "2\tg\tf\t2012\t3\tn\tn\tIt rains.\tRain falls.\t4.0"]),
+    "mrpc": ("MRPC", ["Quality\t#1 ID\t#2 ID\t#1 String\t#2 String", "1\t1\t2\tHe said \"yes\".\tHe agreed.",
+                      "0\t3\t4\tA b.\tC d.", "1\t5\t6\tE f.\tE f g."]),
+    "cola": ("CoLA", ["gj04\t1\t\tFine.", "gj04\t0\t*\tFine not.", "gj04\t1\t\tGood."]),
+    "rte": ("RTE", ["index\tsentence1\tsentence2\tlabel", "0\tA man.\tA person.\tentailment",
+                    "1\tA b.\tC d.\tnot_entailment", "2\tE.\tF.\tentailment"]),
+    "cls": ("mine", ["sentence\tlabel", "good\t1", "bad\t0", "fine\t1"]),
+}
 
 
 def squad_json(version_2=False):

@@ -6,7 +6,9 @@ fields, truncation) and well-formed files declaring hostile sizes must each give
 a result or a ConversionError, never another exception, and must not need more
 than ~2 GB of address space (RLIMIT_AS). SQuAD and RACE files (mutated, or built
 from hostile values) must each give a result that goes through features, the
-metric and the prediction file, or one AlbertMinError naming the file
+metric and the prediction file, or one AlbertMinError naming the file; so must GLUE TSV files
+(SST-2, STS-B, MRPC, CoLA, cls), mutated also with bytes that are not UTF-8, NUL bytes, lone and
+CR-only line ends and a byte-order mark, whose errors must name the line the reader's rules say
 (fuzz_task_readers_worker.py). ``ALBERT_MIN_FUZZ_EXAMPLES`` raises the number
 of examples for a longer run.
 """
@@ -31,7 +33,7 @@ def test_reader_survives_fuzzing_with_bounded_memory(fmt):
     assert "all clean" in done.stdout
 
 
-@pytest.mark.parametrize("task", ["squad", "race"])
+@pytest.mark.parametrize("task", ["squad", "race", "glue"])
 def test_task_reader_survives_fuzzing_and_what_it_accepts_goes_the_whole_way(task):
     examples = max(1, EXAMPLES // 3)   # each input is also tokenized, scored and written
     done = subprocess.run([sys.executable, TASK_WORKER, task, str(examples)], capture_output=True, text=True,

@@ -7,6 +7,7 @@ batch is padded only to its own longest row, rounded up to one of a few lengths
 Layer: ``albert_min.tasks``, above ``checkpoints`` (the layers: ``albert_min/__init__.py``).
 """
 
+import itertools
 import os
 import random
 
@@ -16,6 +17,14 @@ from ..common.errors import AlbertMinError
 
 class DataError(AlbertMinError):
     """A data file that cannot be read as asked, with the file and line number."""
+
+
+class HeaderError(DataError):
+    """A TSV file whose header lacks a column the task needs; ``header``: the header as read."""
+
+    def __init__(self, message, header):
+        super().__init__(message)
+        self.header = header
 
 
 # ------------------------------------------------------------------- TSV input
@@ -35,20 +44,77 @@ class TextColumn(list):
             raise ValueError(f"{len(self)} texts but {len(self.sources)} sources")
 
 
+UTF8_BOM = b"\xef\xbb\xbf"
+
+
+def _utf8_lines(path):
+    """Yield ``(line number, line with its end-of-line)`` of a UTF-8 file split at LF (b"\\n");
+    a byte-order mark at the start is skipped (spreadsheet exports, MRPC's header write one);
+    bytes that are not UTF-8 are a DataError naming ``path:line``."""
+    with open(path, "rb") as f:
+        for line_no, raw in enumerate(f, start=1):
+            if line_no == 1 and raw.startswith(UTF8_BOM):
+                raw = raw[len(UTF8_BOM):]
+            try:
+                yield line_no, raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise DataError(f"{path}:{line_no}: not UTF-8") from None
+
+
 def text_lines(path):
-    """Yield ``(line number, line without its end-of-line)`` of a UTF-8 text file.
+    """Yield ``(line number, line without its end-of-line)`` of a UTF-8 text file (plain text
+    and CoNLL columns; TSV files: ``tsv_lines``).
 
     A UTF-8 byte-order mark at the start is skipped (spreadsheet exports write
     one); bytes that are not UTF-8 are a DataError naming ``path:line``.
     """
-    with open(path, "rb") as f:
-        for line_no, raw in enumerate(f, start=1):
-            if line_no == 1 and raw.startswith(b"\xef\xbb\xbf"):
-                raw = raw[3:]
-            try:
-                yield line_no, raw.decode("utf-8").rstrip("\r\n")
-            except UnicodeDecodeError:
-                raise DataError(f"{path}:{line_no}: not UTF-8") from None
+    for line_no, line in _utf8_lines(path):
+        yield line_no, line.rstrip("\r\n")
+
+
+def tsv_lines(path):
+    """Yield ``(line number, line without its end-of-line)`` of a TSV file: the one way every
+    TSV task (GLUE's and the generic ``cls``) reads its file, through ``tsv_rows``.
+
+    UTF-8, a byte-order mark at the start skipped (``text_lines``). A line ends at LF or CR LF
+    (GLUE's files end lines with LF; Windows tools with CR LF). A carriage return anywhere else
+    is a DataError naming ``path:line``, not text: TSV fields cannot be quoted, so a CR inside
+    one is a broken row, and a file whose lines end with CR alone (old Mac editors) would
+    otherwise read as one long line, or as rows that other tools do not see. A NUL byte is a
+    DataError too (a UTF-16 or binary file, which would otherwise read as text with the NULs
+    dropped by the tokenizer).
+    """
+    for line_no, line in _utf8_lines(path):
+        line = line[:-2] if line.endswith("\r\n") else line[:-1] if line.endswith("\n") else line
+        if "\r" in line:
+            raise DataError(f"{path}:{line_no}: a carriage return (CR) that does not end the line; TSV lines "
+                            "end with LF or CR LF (lines that end with CR alone, as old Mac editors write them: "
+                            "convert them, e.g. tr '\\r' '\\n')")
+        if "\0" in line:
+            raise DataError(f"{path}:{line_no}: a NUL byte; TSV files are UTF-8 text (a UTF-16 or binary file?)")
+        yield line_no, line
+
+
+def tsv_rows(path, layout=None):
+    """``(header, rows)`` of a TSV file (``tsv_lines``): ``rows`` yields ``(line number, fields)``
+    of every line that is not blank, each with one field per header column (else a DataError
+    naming ``path:line``, ``row_fields``). The header is the first line's fields, unless
+    ``layout(first line's fields)`` says otherwise: it returns ``(header, whether the first line
+    is a row)`` (CoLA's train and dev files have no header row). A missing file is a
+    FileNotFoundError naming it.
+    """
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"data file not found: {path}")
+    lines = tsv_lines(path)
+    first = next(lines, None)
+    first_fields = first[1].split("\t") if first is not None else []
+    header, first_is_row = layout(first_fields) if layout is not None else (first_fields, False)
+
+    def rows():
+        for line_no, line in itertools.chain([first] if first is not None and first_is_row else [], lines):
+            if line.strip():
+                yield line_no, row_fields(path, line_no, line, header)
+    return header, rows()
 
 
 def row_fields(path, line_no, line, header):
@@ -68,21 +134,15 @@ def read_tsv(path, text_column="sentence", label_column="label", require_labels=
     Labels must be integers. If ``require_labels`` is False a file without a
     label column is accepted (labels = None), for prediction only.
     """
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"data file not found: {path}")
+    header, rows = tsv_rows(path)
     sentences, labels, sources = [], [], []
-    lines = text_lines(path)
-    header = next(lines, (1, ""))[1].split("\t")
     if text_column not in header:
-        raise DataError(f"{path}:1: header {header} has no {text_column!r} column")
+        raise HeaderError(f"{path}:1: header {header} has no {text_column!r} column", header)
     text_at = header.index(text_column)
     label_at = header.index(label_column) if label_column in header else None
     if label_at is None and require_labels:
-        raise DataError(f"{path}:1: header {header} has no {label_column!r} column")
-    for line_no, line in lines:
-        if not line.strip():
-            continue
-        fields = row_fields(path, line_no, line, header)
+        raise HeaderError(f"{path}:1: header {header} has no {label_column!r} column", header)
+    for line_no, fields in rows:
         text = fields[text_at].strip()
         if not text:
             raise DataError(f"{path}:{line_no}: empty {text_column!r}")

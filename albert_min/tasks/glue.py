@@ -3,13 +3,12 @@ task: one sentence or a pair, cross-entropy (MSE on one score for STS-B), GLUE's
 The file layouts, label orders and metrics themselves are ``albert_min.tasks.glue_benchmark``.
 """
 
-import os
 import random
 
 import numpy as np
 
 from . import glue_benchmark as glue
-from .data import DataError, check_labels, encode_examples, pad_for_training
+from .data import DataError, HeaderError, check_labels, encode_examples, pad_for_training
 from ..common.safe_output import FileKind, starts_with
 from .base import Prepared, Task, finite_or_worst, shuffled_batches
 from .files import PREDICTIONS, write_text
@@ -30,19 +29,15 @@ class GlueTask(Task):
 
     def read(self, path):
         try:
-            examples = glue.read_examples(path, self.spec)
-        except DataError as err:
-            raise DataError(self._layout_hint(path, str(err))) from None
-        return examples
+            return glue.read_examples(path, self.spec)
+        except HeaderError as err:
+            raise DataError(self._layout_hint(path, err.header)) from None
 
-    def _layout_hint(self, path, message):
-        """A header that lacks the task's columns: say what the file looks like instead."""
-        if not message.startswith(f"{path}:1: header") or not os.path.isfile(path):
-            return message
+    def _layout_hint(self, path, header):
+        """A header that lacks the task's columns: say what the file looks like instead (its
+        ``header`` as the reader read it)."""
         guessed = glue.infer_task(path)
         looks = f"; its folder suggests --task {guessed}" if guessed not in ("cls", self.name) else ""
-        with open(path, encoding="utf-8-sig", errors="replace") as f:
-            header = f.readline().rstrip("\r\n").split("\t")
         return (f"{path}:1: does not match task {self.name}'s layout (columns "
                 f"{', '.join(c for c in (*self.spec.text_columns, self.spec.label_column) if c)}); "
                 f"its header is {header}{looks}")

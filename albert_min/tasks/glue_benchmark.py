@@ -34,7 +34,7 @@ from typing import Optional
 
 import numpy as np
 
-from .data import DataError, TextColumn, read_tsv, row_fields
+from .data import DataError, HeaderError, TextColumn, read_tsv, tsv_rows
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,32 +116,26 @@ class Examples:
 
 # ---------------------------------------------------------------------- readers
 def read_examples(path: str, task: Task) -> Examples:
-    """Read ``path`` in ``task``'s layout; every malformed row is a DataError naming ``path:line``."""
+    """Read ``path`` in ``task``'s layout; every malformed row is a DataError naming ``path:line``.
+    Every task reads its file through ``data.tsv_rows`` (UTF-8, a byte-order mark skipped, lines
+    ending at LF or CR LF, no other CR and no NUL)."""
     if task.name == "cls":
         sentences, labels = read_tsv(path)
         return Examples(task, path, sentences, None, labels, [str(i) for i in range(len(sentences))])
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"data file not found: {path}")
-    # utf-8-sig: MRPC's header starts with a byte-order mark.
-    with open(path, encoding="utf-8-sig", newline="") as f:
-        lines = [line.rstrip("\r\n") for line in f]
     if task.name == "cola":
-        header, text_at, label_at, index_at, first = _cola_layout(path, lines)
+        header, rows = tsv_rows(path, lambda first: _cola_layout(path, first))
+        text_at, label_at, index_at = ([1], None, 0) if header == COLA_TEST_HEADER else ([3], 1, None)
     else:
-        header = lines[0].split("\t") if lines else []
-        first = 2
+        header, rows = tsv_rows(path)
         missing = [c for c in task.text_columns if c not in header]
         if missing:
-            raise DataError(f"{path}:1: header {header} has no {missing[0]!r} column; is this a "
-                            f"{task.folder} file? (pass --task to choose the layout)")
+            raise HeaderError(f"{path}:1: header {header} has no {missing[0]!r} column; is this a "
+                              f"{task.folder} file? (pass --task to choose the layout)", header)
         text_at = [header.index(c) for c in task.text_columns]
         label_at = header.index(task.label_column) if task.label_column in header else None
         index_at = header.index(task.index_column) if task.index_column in header else None
     texts, pairs, labels, index, sources = [], [], [], [], []
-    for line_no, line in enumerate(lines[first - 1:], start=first):
-        if not line.strip():
-            continue
-        fields = row_fields(path, line_no, line, header)
+    for line_no, fields in rows:
         row = [fields[i].strip() for i in text_at]
         if not any(row):
             raise DataError(f"{path}:{line_no}: empty text")
@@ -158,16 +152,20 @@ def read_examples(path: str, task: Task) -> Examples:
                     labels if label_at is not None else None, index)
 
 
-def _cola_layout(path, lines):
+COLA_TEST_HEADER = ["index", "sentence"]
+
+
+def _cola_layout(path, first):
     """CoLA's train/dev files have no header: source, label, original mark, sentence.
-    Its test file has the header ``index<TAB>sentence``. Returns
-    (column names, text positions, label position, index position, first data line)."""
-    if lines and lines[0].split("\t") == ["index", "sentence"]:
-        return ["index", "sentence"], [1], None, 0, 2
-    if lines and lines[0].split("\t")[1:2] == ["label"]:
+    Its test file has the header ``index<TAB>sentence``. From the first line's fields:
+    (column names, whether that line is a row), as ``data.tsv_rows`` asks."""
+    if first == COLA_TEST_HEADER:
+        return COLA_TEST_HEADER, False
+    if first[1:2] == ["label"]:
+        line = "\t".join(first)
         raise DataError(f"{path}:1: CoLA files have no header row (source, label, mark, sentence); "
-                        f"this one starts with {lines[0]!r}")
-    return ["source", "label", "original mark", "sentence"], [3], 1, None, 1
+                        f"this one starts with {line!r}")
+    return ["source", "label", "original mark", "sentence"], True
 
 
 def _parse_label(task, value, where):

@@ -202,22 +202,54 @@ def max_context_flags(start, length, starts, size, num_pieces):
     return (near[score.argmax(0)] == start).tolist()                # argmax: the first window on a tie
 
 
-def context_pieces(tokenizer, context):
-    """(piece ids, character offsets) of a context."""
-    pieces, offsets = tokenizer.tokenize_with_offsets(context)
-    return tokenizer.convert_tokens_to_ids(pieces), offsets
+CONTEXT_CHUNK = 1 << 16     # characters tokenized at a time (see context_pieces)
+
+
+def context_pieces(tokenizer, context, chunk=CONTEXT_CHUNK):
+    """(piece ids, character offsets) of a context.
+
+    Tokenized ``chunk`` characters at a time, each cut just before a space between two letters or
+    digits (``_chunk_end``): pieces never span white space, and a piece after it starts with "▁"
+    whether or not the text before it is in the same call, so the pieces are those of the whole
+    context (tests/test_squad_streaming.py). ``tokenize_with_offsets`` keeps a few hundred
+    bytes per character while it works: whole, a 4 MB context took some 1.7 GB, by chunks 30 MB.
+    """
+    ids, offsets, lo = [], [], 0
+    while lo < len(context):
+        hi = _chunk_end(context, lo, chunk)
+        pieces, spans = tokenizer.tokenize_with_offsets(context[lo:hi])
+        ids += tokenizer.convert_tokens_to_ids(pieces)
+        offsets += [(s + lo, e + lo) for s, e in spans] if lo else spans
+        lo = hi
+    return ids, offsets
+
+
+def _chunk_end(text, lo, chunk):
+    """Where the chunk of ``text`` from ``lo`` ends: at the first space between two letters or
+    digits from ``lo + chunk`` on (never beside a character the tokenizer drops or joins to its
+    neighbour: a zero-width or combining one), else at the end of the text."""
+    for hi in range(lo + chunk, len(text) - 1):
+        if text[hi] == " " and text[hi - 1].isalnum() and text[hi + 1].isalnum():
+            return hi
+    return len(text)
 
 
 def example_features(tokenizer, example, example_index, config: WindowConfig, with_labels=False, context=None):
-    """Every window of one example as a SquadFeature. ``context``: its ``context_pieces``, if
-    already made (the questions of a paragraph share them)."""
+    """Every window of one example as a list of SquadFeature (``iter_example_features``)."""
+    return list(iter_example_features(tokenizer, example, example_index, config, with_labels, context))
+
+
+def iter_example_features(tokenizer, example, example_index, config: WindowConfig, with_labels=False,
+                          context=None):
+    """Every window of one example as a SquadFeature, one at a time: a long context's windows are
+    never all held (a 4 MB context is some 130,000 windows of 64 pieces). ``context``: its
+    ``context_pieces``, if already made (the questions of a paragraph share them)."""
     question = tokenizer.encode_ids(example.question)[:config.max_query_length]
     size = config.window_size(len(question))
     ids, offsets = context or context_pieces(tokenizer, example.context)
     starts = window_starts(len(ids), size, config.doc_stride)
     answer = answer_span(example) if with_labels else None
     head = [tokenizer.cls_token_id] + question + [tokenizer.sep_token_id]
-    features = []
     for start in starts:
         length = min(size, len(ids) - start)
         feature = SquadFeature(
@@ -226,8 +258,7 @@ def example_features(tokenizer, example, example_index, config: WindowConfig, wi
             max_context_flags(start, length, starts, size, len(ids)))
         if answer is not None:
             feature.start_position, feature.end_position = answer_positions(feature, *answer)
-        features.append(feature)
-    return features
+        yield feature
 
 
 def answer_positions(feature, char_start, char_end):
@@ -251,7 +282,7 @@ def iter_features(tokenizer, examples, config: WindowConfig, with_labels=False):
     for index, example in enumerate(examples):
         if example.context != last_context:
             last_context, context = example.context, context_pieces(tokenizer, example.context)
-        yield from example_features(tokenizer, example, index, config, with_labels, context)
+        yield from iter_example_features(tokenizer, example, index, config, with_labels, context)
 
 
 def batch(features, pad_id, length: Optional[int] = None):

@@ -11,8 +11,9 @@ is answered "" when null score - best span score > ``null_score_diff_threshold``
 difference is its entry in null_odds.json.
 
 ``decode_stream`` reads (feature, start_logits, end_logits) in feature order and yields one
-Prediction per question as soon as its last window has passed, so no more than one
-question's logits are held, whatever the size of the dev set.
+Prediction per question as soon as its last window has passed; each window is decoded as it
+comes (``QuestionDecoder``), so only the n best answers so far are held, whatever the size of
+the dev set or of one context.
 """
 
 import dataclasses
@@ -40,41 +41,101 @@ class Prediction:
     nbest: list          # [{"text", "score", "probability", "start", "end"}], best first
 
 
-def window_candidates(feature, start_logits, end_logits, config: DecodeConfig):
-    """(score, start character, end character) of every admissible span of one window."""
+def window_spans(feature, start_logits, end_logits, config: DecodeConfig):
+    """Every admissible span of one window, as arrays in ``run_squad``'s order (the ``n_best``
+    starts, best first, then for each its ``n_best`` ends, best first): (scores: start logit + end
+    logit in the logits' dtype, start positions, end positions), positions in the window."""
     start_logits, end_logits = np.asarray(start_logits), np.asarray(end_logits)
     n = len(feature.input_ids)
     first, last = feature.context_start, feature.context_start + len(feature.offsets) - 1
-    top_starts = np.argsort(-start_logits[:n], kind="stable")[:config.n_best]
-    top_ends = np.argsort(-end_logits[:n], kind="stable")[:config.n_best]
-    out = []
-    for s in top_starts:
-        if not first <= s <= last or not feature.is_max_context[s - first]:
-            continue
-        for e in top_ends:
-            if not s <= e <= last or e - s + 1 > config.max_answer_length:
-                continue
-            chars = (feature.offsets[s - first][0], feature.offsets[e - first][1])
-            out.append((float(start_logits[s] + end_logits[e]), chars[0], chars[1]))
-    return out
+    top_starts = np.argsort(-start_logits[:n], kind="stable")[:config.n_best]         # (K,)
+    top_ends = np.argsort(-end_logits[:n], kind="stable")[:config.n_best]             # (K,)
+    in_context = (first <= top_starts) & (top_starts <= last)
+    max_context = np.zeros(len(top_starts), bool)
+    max_context[in_context] = np.asarray(feature.is_max_context, bool)[top_starts[in_context] - first]
+    s, e = top_starts[:, None], top_ends[None, :]                                      # (K, 1), (1, K)
+    admissible = max_context[:, None] & (s <= e) & (e <= last) & (e - s + 1 <= config.max_answer_length)
+    which_start, which_end = np.nonzero(admissible)                                    # row-major: starts first
+    starts, ends = top_starts[which_start], top_ends[which_end]
+    return start_logits[starts] + end_logits[ends], starts, ends
 
 
-def decode_question(example, windows, config: DecodeConfig):
-    """One question's Prediction from its windows [(feature, start_logits, end_logits)]."""
-    candidates, null_score = [], math.inf
-    for feature, start_logits, end_logits in windows:
-        candidates += window_candidates(feature, start_logits, end_logits, config)
-        null_score = min(null_score, float(start_logits[0] + end_logits[0]))
-    candidates.sort(key=lambda c: -c[0])
-    nbest, seen = [], set()
-    for score, start, end in candidates:
-        text = example.context[start:end]
-        if text in seen or not text.strip():   # a repeat (keep its best score), or only "▁" pieces
-            continue
-        seen.add(text)
-        nbest.append({"text": text, "score": score, "start": start, "end": end})
-        if len(nbest) == config.n_best:
-            break
+def window_candidates(feature, start_logits, end_logits, config: DecodeConfig):
+    """(score, start character, end character) of every admissible span of one window."""
+    scores, starts, ends = window_spans(feature, start_logits, end_logits, config)
+    first = feature.context_start
+    return [(float(score), feature.offsets[s - first][0], feature.offsets[e - first][1])
+            for score, s, e in zip(scores, starts, ends)]
+
+
+class QuestionDecoder:
+    """One question's answer, decoded as its windows come (``add``), holding only what the
+    answer needs: the ``n_best`` best distinct answer texts so far and the null score, never
+    every window or candidate (a 4 MB context is some 130,000 windows of 64 pieces).
+
+    ``result`` is what sorting every candidate of every window by score and keeping the first
+    ``n_best`` distinct non-blank texts gives (``run_squad``'s n-best list): a text scores its best
+    candidate, and among equal scores the earliest candidate (window order, then start, then end)
+    comes first. A text pushed out of the n best can come back only with a better score than
+    the one that now stands last, which can only rise, so nothing a later window could need is lost.
+    """
+
+    def __init__(self, example, config: DecodeConfig):
+        self.example, self.config = example, config
+        self.best = {}                    # text -> (score, order, start character, end character)
+        self.last = None                  # the text ranked last in ``best`` once it is full
+        self.seen = 0                     # candidates offered so far: the next one's order
+        self.null_score = math.inf
+
+    def add(self, feature, start_logits, end_logits):
+        scores, starts, ends = window_spans(feature, start_logits, end_logits, self.config)
+        order, first = self.seen, feature.context_start
+        self.seen += len(scores)
+        self.null_score = min(self.null_score, float(start_logits[0] + end_logits[0]))
+        candidates = np.arange(len(scores))
+        if self.last is not None:         # full: only a better score than the last one's can enter
+            candidates = candidates[scores > self.best[self.last][0]]
+        for i in candidates:
+            self._offer(float(scores[i]), order + int(i), feature.offsets[starts[i] - first][0],
+                        feature.offsets[ends[i] - first][1])
+
+    def _offer(self, score, order, start, end):
+        text = self.example.context[start:end]
+        if not text.strip():              # only "▁" pieces
+            return
+        kept = self.best.get(text)
+        if kept is not None:              # a repeat: it keeps its best score (the earliest on a tie)
+            if score > kept[0]:
+                self.best[text] = (score, order, start, end)
+                self._rank()
+            return
+        if self.last is not None:
+            if (-score, order) >= _rank_key(self.best[self.last]):
+                return
+            del self.best[self.last]
+        self.best[text] = (score, order, start, end)
+        self._rank()
+
+    def _rank(self):
+        full = len(self.best) == self.config.n_best
+        self.last = max(self.best, key=lambda t: _rank_key(self.best[t])) if full else None
+
+    def result(self):
+        """The question's Prediction."""
+        ranked = sorted(self.best.items(), key=lambda item: _rank_key(item[1]))
+        nbest = [{"text": text, "score": score, "start": start, "end": end}
+                 for text, (score, _, start, end) in ranked]
+        return prediction(self.example, nbest, self.null_score, self.config)
+
+
+def _rank_key(kept):
+    """Best first: the higher score, then the earlier candidate."""
+    score, order, _, _ = kept
+    return -score, order
+
+
+def prediction(example, nbest, null_score, config: DecodeConfig):
+    """The Prediction from a question's n-best distinct answers (best first) and its null score."""
     if config.version_2:
         nbest.append({"text": "", "score": null_score, "start": 0, "end": 0})
         nbest.sort(key=lambda c: -c["score"])
@@ -94,21 +155,30 @@ def decode_question(example, windows, config: DecodeConfig):
     return Prediction(example.qid, text, diff, nbest)
 
 
+def decode_question(example, windows, config: DecodeConfig):
+    """One question's Prediction from its windows [(feature, start_logits, end_logits)]."""
+    decoder = QuestionDecoder(example, config)
+    for window in windows:
+        decoder.add(*window)
+    return decoder.result()
+
+
 def decode_stream(examples, scored_features, config: DecodeConfig):
     """Yield a Prediction per question from (feature, start_logits, end_logits) in feature order
-    (as ``squad.iter_features`` makes them); a question's windows must be consecutive."""
-    current, windows, done = None, [], set()
+    (as ``squad.iter_features`` makes them); a question's windows must be consecutive. Each
+    window is decoded as it comes (``QuestionDecoder``) and then let go."""
+    current, decoder, done = None, None, set()
     for feature, start_logits, end_logits in scored_features:
         if feature.example_index != current:
-            if windows:
-                yield decode_question(examples[current], windows, config)
+            if decoder is not None:
+                yield decoder.result()
             if feature.example_index in done:
                 raise ValueError(f"question {examples[feature.example_index].qid}: its windows are not consecutive")
             done.add(feature.example_index)
-            current, windows = feature.example_index, []
-        windows.append((feature, start_logits, end_logits))
-    if windows:
-        yield decode_question(examples[current], windows, config)
+            current, decoder = feature.example_index, QuestionDecoder(examples[feature.example_index], config)
+        decoder.add(feature, start_logits, end_logits)
+    if decoder is not None:
+        yield decoder.result()
 
 
 def write_predictions(directory, predictions, version_2=False):
