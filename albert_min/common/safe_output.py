@@ -33,10 +33,18 @@ MindIR files):
    existing path on the way that is not a folder is an error naming it.
 6. **Written files get the user's umask** (0644 under umask 022), whatever mode
    the writer left (MindSpore's writers leave 0400).
-7. **Files without a checksum of their own get one.** ``atomic_directory(...,
-   checksums=NAMES)`` records the sha256 of those files in the manifest
-   (``"sha256": {name: hex}``); readers compare with ``recorded_sha256``
-   (a model folder's ``model.safetensors``, which has no CRC as ``.ckpt`` has).
+7. **What was written is recorded, and checked before it is read or replaced.**
+   ``atomic_directory(..., checksums=NAMES, contents=JSON_NAMES)`` records the
+   sha256 of those files in the manifest (``"sha256": {name: hex}``) and the
+   content of those JSON files (``"contents": {name: value}``): readers refuse
+   a file whose sha256 is not the recorded one (``check_recorded_sha256``: a
+   model folder's weights and tokenizer) and name what changed in a JSON file
+   (``recorded_content``); ``record_folder`` records a folder again as it is
+   now. A file output whose ``FileKind`` is ``recorded`` (evaluate.py's
+   predictions) gets a record beside it, ``.NAME.albert_min.json`` with its
+   sha256 (``output_record_path``), and ``--force`` replaces only a file that
+   still has it: neither a user's file that merely looks like one, nor one the
+   user edited since.
 
 This module knows nothing of models: ``model.folder`` (the model-folder format),
 ``training.state`` (the training state), ``export`` and the scripts build on it.
@@ -72,6 +80,8 @@ class FileKind:
     """
     name: str                        # for messages: "a predictions file evaluate.py wrote"
     is_ours: Callable[[str], bool]   # path -> whether albert_min wrote it; reads a bounded part, never a whole big file
+    recorded: bool = False           # the writer records the file's sha256 beside it (output_record_path), and
+    #                                  --force replaces only a file that still has it
 
 
 def starts_with(header: bytes):
@@ -177,17 +187,92 @@ def recorded_sha256(path):
     return value if isinstance(value, str) else None
 
 
-def _write_manifest(directory, kind, complete, checksums=()):
+def recorded_content(path):
+    """The JSON value that the manifest of ``path``'s folder recorded for it (``atomic_directory``'s
+    ``contents``: what albert_min wrote there), or None."""
+    recorded = (read_manifest(os.path.dirname(os.path.abspath(path))) or {}).get("contents")
+    return recorded.get(os.path.basename(path)) if isinstance(recorded, dict) else None
+
+
+_CHECKED = {}   # (real path, device, inode, size, mtime) -> sha256: a file read again is not hashed again
+
+
+def _sha256_once(path):
+    st = os.stat(path)
+    key = (os.path.realpath(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    if key not in _CHECKED:
+        _CHECKED[key] = sha256_of(path)
+    return _CHECKED[key]
+
+
+def check_recorded_sha256(path, error=OutputError) -> bool:
+    """True if the manifest of ``path``'s folder recorded a sha256 for it and the file still has it;
+    False if none was recorded; ``error`` (the caller's AlbertMinError) naming the file and the
+    folder if it differs: the file is not the one albert_min wrote there (another model's, or corrupted)."""
+    recorded = recorded_sha256(path)
+    if recorded is None:
+        return False
+    if _sha256_once(path) != recorded:
+        folder = os.path.dirname(os.path.abspath(path))
+        raise error(f"{path}: corrupted or replaced: its sha256 differs from the one albert_min recorded in "
+                    f"{os.path.join(folder, MANIFEST_FILE)} when it wrote the folder (a file of another model does "
+                    f"not belong with this one's files); put back the file it wrote, or, if you replaced it on "
+                    f"purpose, record the folder as it is now: python -m albert_min.fingerprint {folder}")
+    return True
+
+
+def _manifest(directory, kind, complete, checksums=(), contents=()):
     files, folders, _ = _entries(directory)
     manifest = {"written_by": "albert_min", "kind": kind, "complete": complete,
                 "files": [f for f in files if f != MANIFEST_FILE], "folders": folders}
     if checksums:
         manifest["sha256"] = {name: sha256_of(os.path.join(directory, name)) for name in checksums}
-    with open(os.path.join(directory, MANIFEST_FILE), "w", encoding="utf-8") as f:
-        json.dump(manifest, f, indent=1)
+    if contents:
+        manifest["contents"] = {}
+        for name in contents:
+            with open(os.path.join(directory, name), encoding="utf-8") as f:
+                manifest["contents"][name] = json.load(f)
+    return manifest
+
+
+def _dump_manifest(manifest, path):
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(manifest, f, indent=1, ensure_ascii=False)
         f.write("\n")
         f.flush()
         os.fsync(f.fileno())
+
+
+def _write_manifest(directory, kind, complete, checksums=(), contents=()):
+    _dump_manifest(_manifest(directory, kind, complete, checksums, contents), os.path.join(directory, MANIFEST_FILE))
+
+
+def record_folder(directory, checksums, contents=(), kind=MODEL_KIND):
+    """Record ``directory`` as it is now: the sha256 of the files ``checksums`` names and the content of
+    the JSON files ``contents`` names, in its manifest (written beside it and renamed over it, under
+    ``output_lock``). The files and folders the manifest listed stay listed, plus ``checksums``; a
+    folder without a manifest gets one listing those files only (what else it holds stays the user's,
+    so ``--force`` will not replace the folder). Returns the sha256 map recorded before ({} if none)."""
+    directory = os.path.abspath(directory)
+    with output_lock(directory):
+        old = read_manifest(directory)
+        new = _manifest(directory, (old or {}).get("kind", kind), True, checksums, contents)
+        listed = set(old["files"]) if old else set()
+        new["files"] = sorted((listed | set(checksums)) & set(new["files"]))
+        new["folders"] = old.get("folders", sorted(_folders_of(new["files"]))) if old else []
+        fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(MANIFEST_FILE, "tmp") + f"{os.getpid()}-", dir=directory)
+        os.close(fd)
+        try:
+            _dump_manifest(new, tmp)
+            _finish_written(tmp)
+            os.replace(tmp, os.path.join(directory, MANIFEST_FILE))
+            _fsync_folder(directory)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(tmp)
+            raise
+    recorded = (old or {}).get("sha256")
+    return recorded if isinstance(recorded, dict) else {}
 
 
 def _folders_of(files):
@@ -298,16 +383,16 @@ def recover_directory(target):
 
 
 @contextlib.contextmanager
-def atomic_directory(target, overwrite=False, protect=(), kind=MODEL_KIND, checksums=()):
+def atomic_directory(target, overwrite=False, protect=(), kind=MODEL_KIND, checksums=(), contents=()):
     """Yield a temporary folder; on success it replaces ``target`` (two renames), under ``output_lock``.
 
     Checks first that nothing but an albert_min folder would be replaced
     (``check_replaceable``; ``protect``: paths, e.g. the conversion source, that
     ``target`` must neither be nor contain). The finished folder gets the
     user's umask and a manifest (``MANIFEST_FILE``) listing its files, folders
-    and ``kind``, and the sha256 of the files named in ``checksums`` (relative paths the
-    block must write). On an exception the temporary folder is removed and ``target``
-    is untouched; after a crash, ``recover_directory`` (run here first)
+    and ``kind``, the sha256 of the files named in ``checksums`` (relative paths the
+    block must write) and the content of the JSON files named in ``contents``. On an
+    exception the temporary folder is removed and ``target`` is untouched; after a crash, ``recover_directory`` (run here first)
     completes or rolls back the swap.
     """
     target = os.path.abspath(target)
@@ -321,7 +406,7 @@ def atomic_directory(target, overwrite=False, protect=(), kind=MODEL_KIND, check
             _write_manifest(tmp, kind, complete=False)   # ours from the start, so a crash leaves a folder we may clean
             yield tmp
             _finish_written(tmp)
-            _write_manifest(tmp, kind, complete=True, checksums=checksums)
+            _write_manifest(tmp, kind, complete=True, checksums=checksums, contents=contents)
             old = None
             if os.path.exists(target):
                 old = tempfile.mkdtemp(prefix=_temp_prefix(target, "old") + f"{os.getpid()}-", dir=parent)
@@ -342,6 +427,57 @@ def atomic_directory(target, overwrite=False, protect=(), kind=MODEL_KIND, check
 
 
 # ------------------------------------------------------------------ files
+def output_record_path(path):
+    """Where the record of a file output of a ``recorded`` kind lies: ``.NAME.albert_min.json`` beside it."""
+    path = os.path.abspath(path)
+    return os.path.join(os.path.dirname(path), f".{os.path.basename(path)}{MANIFEST_FILE}")
+
+
+def _output_record(path):
+    """The sha256 values the record beside ``path`` accepts (a list; empty without a readable record)."""
+    try:
+        with open(output_record_path(path), encoding="utf-8") as f:
+            record = json.load(f)
+    except (OSError, ValueError, RecursionError):
+        return []
+    ok = (isinstance(record, dict) and record.get("written_by") == "albert_min"
+          and record.get("file") == os.path.basename(path) and isinstance(record.get("sha256"), list))
+    return [h for h in record["sha256"] if isinstance(h, str)] if ok else []
+
+
+def _write_output_record(path, hashes):
+    """Write the record of ``path`` (its accepted sha256 values) atomically, beside it."""
+    record = {"written_by": "albert_min", "file": os.path.basename(path), "sha256": hashes,
+              "note": "what albert_min wrote; --force replaces the file only while it still has this sha256"}
+    fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(path, "tmp", ascii_only=True) + f"{os.getpid()}-",
+                               suffix=".record", dir=os.path.dirname(path))
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump(record, f, indent=1)
+        f.write("\n")
+    try:
+        _finish_written(tmp)
+        os.replace(tmp, output_record_path(path))
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(tmp)
+        raise
+
+
+def _unrecorded(path, kind):
+    """Why the existing file ``path`` is not one albert_min wrote and nobody changed since (a ``recorded``
+    kind), or None."""
+    record = output_record_path(path)
+    if os.path.lexists(record) and not stat.S_ISREG(os.lstat(record).st_mode):
+        return f"not {kind.name}: {record} is not a regular file"
+    hashes = _output_record(path)
+    if not hashes:
+        return (f"not {kind.name}: no record of it ({record}, which albert_min writes beside each such "
+                "file with its sha256)")
+    if sha256_of(path) not in hashes:
+        return f"changed since albert_min wrote it (its sha256 is not the one recorded in {record})"
+    return None
+
+
 def check_file_target(path, kind, force=False, protect=()):
     """Raise ``OutputError`` unless writing the file ``path`` can lose nothing albert_min did not write.
 
@@ -351,7 +487,9 @@ def check_file_target(path, kind, force=False, protect=()):
     folder, and an existing path on the way that is not a folder. An existing
     file is refused without ``force``; with it, it is replaced only if it is a
     regular file (not a symlink, fifo or device) that ``kind`` recognises as
-    albert_min's. A user's own file, e.g. notes.txt, is never replaced: remove
+    albert_min's (a ``recorded`` kind: also that its record beside it, see
+    ``output_record_path``, holds its sha256: albert_min wrote it, nobody changed
+    it since). A user's own file, e.g. notes.txt, is never replaced: remove
     it or choose another path. Missing parent folders are fine: they are
     created when the file is written.
     """
@@ -382,9 +520,11 @@ def check_file_target(path, kind, force=False, protect=()):
     if not stat.S_ISREG(mode):
         what = "a symlink" if stat.S_ISLNK(mode) else "not a regular file"
         raise OutputError(f"{path}: is {what}; refusing to replace it - remove it yourself or choose another path")
-    if not kind.is_ours(path):
-        raise OutputError(f"{path}: not {kind.name}; refusing to replace it - remove it yourself "
-                          "or choose another path")
+    why_not = _unrecorded(path, kind) if kind.recorded else None
+    if why_not is None and not kind.is_ours(path):
+        why_not = f"not {kind.name}"
+    if why_not:
+        raise OutputError(f"{path}: {why_not}; refusing to replace it - remove it yourself or choose another path")
 
 
 def remove_dead_temp_files(path):
@@ -415,17 +555,21 @@ def atomic_file(path, kind, force=False, protect=(), suffix=""):
     with output_lock(path):
         check_file_target(path, kind, force, protect)
         remove_dead_temp_files(path)
-        with replace_file(path, suffix) as tmp:
+        with replace_file(path, suffix, record=kind.recorded) as tmp:
             yield tmp
 
 
 @contextlib.contextmanager
-def replace_file(path, suffix=""):
+def replace_file(path, suffix="", record=False):
     """Yield a fresh temporary path beside ``path`` (``.NAME.tmp-PID-*SUFFIX``, a name no user file
     has); when the block ends without error, the file written there replaces ``path`` (fsync, the
     user's umask, ``os.replace``); on an exception it is removed and ``path`` is untouched. No
     checks and no lock: ``atomic_file`` adds them; callers that already hold a checked, locked
-    output (a task's prediction files) use this directly."""
+    output (a task's prediction files) use this directly.
+
+    ``record``: also record the new file's sha256 beside it (``output_record_path``; a ``recorded``
+    ``FileKind``). The record accepts the old file's sha256 too until the new file is in place, so
+    after a crash at any point the file there, old or new, is still recognised as albert_min's."""
     path = os.path.abspath(path)
     parent = os.path.dirname(path)
     fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(path, "tmp", ascii_only=True) + f"{os.getpid()}-",
@@ -434,7 +578,13 @@ def replace_file(path, suffix=""):
     try:
         yield tmp
         _finish_written(tmp)
+        if record:
+            new = sha256_of(tmp)
+            old = [h for h in _output_record(path) if os.path.isfile(path) and h == sha256_of(path)]
+            _write_output_record(path, old + [new])
         os.replace(tmp, path)
+        if record:
+            _write_output_record(path, [new])
         _fsync_folder(parent)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
