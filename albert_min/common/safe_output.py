@@ -259,7 +259,10 @@ def record_folder(directory, checksums, contents=(), kind=MODEL_KIND):
         new = _manifest(directory, (old or {}).get("kind", kind), True, checksums, contents)
         listed = set(old["files"]) if old else set()
         new["files"] = sorted((listed | set(checksums)) & set(new["files"]))
-        new["folders"] = old.get("folders", sorted(_folders_of(new["files"]))) if old else []
+        if old and "folders" not in old:   # a manifest from before folders were listed stays so
+            del new["folders"]
+        elif old:
+            new["folders"] = old["folders"]
         fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(MANIFEST_FILE, "tmp") + f"{os.getpid()}-", dir=directory)
         os.close(fd)
         try:
