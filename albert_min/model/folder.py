@@ -166,17 +166,14 @@ def _note_unrecorded(path):
     _NOTED_UNRECORDED.add(folder)
     why = ("albert_min did not write it, or the folder lost its " + MANIFEST_FILE if manifest is None else
            "its folder was written before albert_min recorded fingerprints")
-    if recorded_sha256(path) is not None:
-        checked = "its sha256 is checked"
-    elif path.endswith(".ckpt"):
-        checked = "only its MindSpore CRC is checked"
+    if recorded_sha256(path) is not None:   # a model.safetensors albert_min wrote before fingerprints
+        what = f"its sha256 is checked, but its folder records none of its other files ({why})"
     else:
-        checked = ("only its MindSpore CRC is checked" if has_mindspore_crc(path) else
-                   "only its structure is checked: it has no MindSpore CRC, and a changed byte in a tensor would "
-                   "go unseen")
-    print(f"note: {path}: no sha256 recorded for it or its folder's files ({why}), so {checked}, and not that "
-          f"{CONFIG_FILE}, {os.path.basename(path)} and {SPIECE_FILE} belong together; if they do, record "
-          f"them: python -m albert_min.fingerprint {folder}", file=sys.stderr, flush=True)
+        what = f"no sha256 recorded for it or its folder's files ({why}), so only " + (
+            "its MindSpore CRC is checked" if path.endswith(".ckpt") or has_mindspore_crc(path) else
+            "its structure is checked: it has no MindSpore CRC, and a changed byte in a tensor would go unseen")
+    print(f"note: {path}: {what}, and not that {CONFIG_FILE}, {os.path.basename(path)} and {SPIECE_FILE} belong "
+          f"together; if they do, record them: python -m albert_min.fingerprint {folder}", file=sys.stderr, flush=True)
 
 
 def has_mindspore_crc(path) -> bool:
