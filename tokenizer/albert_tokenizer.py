@@ -29,7 +29,7 @@ import unicodedata
 
 import numpy as np
 from albert_min.common.errors import AlbertMinError
-from albert_min.common.safe_output import check_recorded_sha256
+from albert_min.common.records import check_recorded_sha256
 
 SPIECE_UNDERLINE = "\u2581"
 

@@ -44,7 +44,7 @@ MindIR files):
    predictions) gets a record beside it, ``.NAME.albert_min.json`` with its
    sha256 (``output_record_path``), and ``--force`` replaces only a file that
    still has it: neither a user's file that merely looks like one, nor one the
-   user edited since.
+   user edited since. The records and the checks against them: module ``records``.
 
 This module knows nothing of models: ``model.folder`` (the model-folder format),
 ``training.state`` (the training state), ``export`` and the scripts build on it.
@@ -63,9 +63,11 @@ from typing import Callable
 
 from .checksums import sha256_of
 from .output_lock import OutputError, OutputInUse, check_ancestors, lock_path, output_lock  # noqa: F401 (re-exported)
+from .records import (MANIFEST_FILE, check_recorded_sha256, dump_manifest, foreign_entries,  # noqa: F401 (re-exported)
+                      manifest_of, output_record, output_record_path, read_manifest, recorded_content,
+                      recorded_sha256, why_not_recorded, write_manifest)
 
 
-MANIFEST_FILE = ".albert_min.json"    # marks a folder albert_min wrote, and lists its files and folders
 MODEL_KIND = "model"
 STATE_KIND = "training-state"
 
@@ -153,100 +155,6 @@ def _fsync_folder(folder):
 
 
 # ------------------------------------------------------------------ folders
-def read_manifest(directory):
-    """The manifest of a folder albert_min wrote (a dict), or None if it has none or it is unreadable."""
-    try:
-        with open(os.path.join(directory, MANIFEST_FILE), encoding="utf-8") as f:
-            manifest = json.load(f)
-    except (OSError, ValueError, RecursionError):
-        return None
-    ok = (isinstance(manifest, dict) and manifest.get("written_by") == "albert_min"
-          and all(isinstance(manifest.get(key, []), list) and all(isinstance(n, str) for n in manifest.get(key, []))
-                  for key in ("files", "folders"))
-          and "files" in manifest)
-    return manifest if ok else None
-
-
-def _entries(directory):
-    """``(files, folders, others)`` below ``directory``, relative paths, symlinks not followed.
-    ``others``: symlinks (to files or folders), fifos, sockets, devices."""
-    files, folders, others = [], [], []
-    for root, dirs, names in os.walk(directory):
-        for name in dirs + names:
-            rel = os.path.relpath(os.path.join(root, name), directory)
-            mode = os.lstat(os.path.join(root, name)).st_mode
-            (folders if stat.S_ISDIR(mode) else files if stat.S_ISREG(mode) else others).append(rel)
-    return sorted(files), sorted(folders), sorted(others)
-
-
-def recorded_sha256(path):
-    """The sha256 that the manifest of ``path``'s folder recorded for it (``atomic_directory``'s
-    ``checksums``), or None: no manifest, or the folder was written without one for this file."""
-    recorded = (read_manifest(os.path.dirname(os.path.abspath(path))) or {}).get("sha256")
-    value = recorded.get(os.path.basename(path)) if isinstance(recorded, dict) else None
-    return value if isinstance(value, str) else None
-
-
-def recorded_content(path):
-    """The JSON value that the manifest of ``path``'s folder recorded for it (``atomic_directory``'s
-    ``contents``: what albert_min wrote there), or None."""
-    recorded = (read_manifest(os.path.dirname(os.path.abspath(path))) or {}).get("contents")
-    return recorded.get(os.path.basename(path)) if isinstance(recorded, dict) else None
-
-
-_CHECKED = {}   # (real path, device, inode, size, mtime) -> sha256: a file read again is not hashed again
-
-
-def _sha256_once(path):
-    st = os.stat(path)
-    key = (os.path.realpath(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-    if key not in _CHECKED:
-        _CHECKED[key] = sha256_of(path)
-    return _CHECKED[key]
-
-
-def check_recorded_sha256(path, error=OutputError) -> bool:
-    """True if the manifest of ``path``'s folder recorded a sha256 for it and the file still has it;
-    False if none was recorded; ``error`` (the caller's AlbertMinError) naming the file and the
-    folder if it differs: the file is not the one albert_min wrote there (another model's, or corrupted)."""
-    recorded = recorded_sha256(path)
-    if recorded is None:
-        return False
-    if _sha256_once(path) != recorded:
-        folder = os.path.dirname(os.path.abspath(path))
-        raise error(f"{path}: corrupted or replaced: its sha256 differs from the one albert_min recorded in "
-                    f"{os.path.join(folder, MANIFEST_FILE)} when it wrote the folder (a file of another model does "
-                    f"not belong with this one's files); put back the file it wrote, or, if you replaced it on "
-                    f"purpose, record the folder as it is now: python -m albert_min.fingerprint {folder}")
-    return True
-
-
-def _manifest(directory, kind, complete, checksums=(), contents=()):
-    files, folders, _ = _entries(directory)
-    manifest = {"written_by": "albert_min", "kind": kind, "complete": complete,
-                "files": [f for f in files if f != MANIFEST_FILE], "folders": folders}
-    if checksums:
-        manifest["sha256"] = {name: sha256_of(os.path.join(directory, name)) for name in checksums}
-    if contents:
-        manifest["contents"] = {}
-        for name in contents:
-            with open(os.path.join(directory, name), encoding="utf-8") as f:
-                manifest["contents"][name] = json.load(f)
-    return manifest
-
-
-def _dump_manifest(manifest, path):
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(manifest, f, indent=1, ensure_ascii=False)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-
-
-def _write_manifest(directory, kind, complete, checksums=(), contents=()):
-    _dump_manifest(_manifest(directory, kind, complete, checksums, contents), os.path.join(directory, MANIFEST_FILE))
-
-
 def record_folder(directory, checksums, contents=(), kind=MODEL_KIND):
     """Record ``directory`` as it is now: the sha256 of the files ``checksums`` names and the content of
     the JSON files ``contents`` names, in its manifest (written beside it and renamed over it, under
@@ -256,7 +164,7 @@ def record_folder(directory, checksums, contents=(), kind=MODEL_KIND):
     directory = os.path.abspath(directory)
     with output_lock(directory):
         old = read_manifest(directory)
-        new = _manifest(directory, (old or {}).get("kind", kind), True, checksums, contents)
+        new = manifest_of(directory, (old or {}).get("kind", kind), True, checksums, contents)
         listed = set(old["files"]) if old else set()
         new["files"] = sorted((listed | set(checksums)) & set(new["files"]))
         if old and "folders" not in old:   # a manifest from before folders were listed stays so
@@ -266,7 +174,7 @@ def record_folder(directory, checksums, contents=(), kind=MODEL_KIND):
         fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(MANIFEST_FILE, "tmp") + f"{os.getpid()}-", dir=directory)
         os.close(fd)
         try:
-            _dump_manifest(new, tmp)
+            dump_manifest(new, tmp)
             _finish_written(tmp)
             os.replace(tmp, os.path.join(directory, MANIFEST_FILE))
             _fsync_folder(directory)
@@ -276,36 +184,6 @@ def record_folder(directory, checksums, contents=(), kind=MODEL_KIND):
             raise
     recorded = (old or {}).get("sha256")
     return recorded if isinstance(recorded, dict) else {}
-
-
-def _folders_of(files):
-    """Every folder on the way to ``files`` (relative paths)."""
-    folders = set()
-    for f in files:
-        while os.path.dirname(f):
-            f = os.path.dirname(f)
-            folders.add(f)
-    return folders
-
-
-def _foreign_entries(directory):
-    """What lies in ``directory`` that its manifest does not list (all of it without a manifest):
-    files, folders (shown ``NAME/``; not when something foreign inside is shown), and anything
-    neither a file nor a folder (shown ``NAME (symlink)`` etc.), listed or not: albert_min writes none."""
-    manifest = read_manifest(directory) or {"files": []}
-    listed_files = set(manifest["files"]) | {MANIFEST_FILE}
-    # Manifests before folders were listed (the committed weights/*/) imply the folders of their files.
-    listed_folders = set(manifest["folders"]) if "folders" in manifest else _folders_of(manifest["files"])
-    files, folders, others = _entries(directory)
-    foreign = [f for f in files if f not in listed_files]
-    for path in others:
-        mode = os.lstat(os.path.join(directory, path)).st_mode
-        what = "symlink" if stat.S_ISLNK(mode) else "fifo" if stat.S_ISFIFO(mode) else \
-            "socket" if stat.S_ISSOCK(mode) else "device"
-        foreign.append(f"{path} ({what})")
-    shown = [d for d in folders if d not in listed_folders
-             and not any(f.startswith(d + os.sep) for f in foreign)]
-    return sorted(foreign + [d + "/" for d in shown])
 
 
 def check_replaceable(target, overwrite=False, protect=()):
@@ -333,7 +211,7 @@ def check_replaceable(target, overwrite=False, protect=()):
     if os.listdir(target) and read_manifest(target) is None:
         raise OutputError(f"{target}: not a folder written by albert_min (no {MANIFEST_FILE}); "
                           "refusing to replace it - remove it yourself or choose another path")
-    foreign = _foreign_entries(target)
+    foreign = foreign_entries(target)
     if foreign:
         shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
         raise OutputError(f"{target}: holds files albert_min did not write ({shown}); refusing to replace it")
@@ -406,10 +284,10 @@ def atomic_directory(target, overwrite=False, protect=(), kind=MODEL_KIND, check
         check_replaceable(target, overwrite, protect)
         tmp = tempfile.mkdtemp(prefix=_temp_prefix(target, "tmp") + f"{os.getpid()}-", dir=parent)
         try:
-            _write_manifest(tmp, kind, complete=False)   # ours from the start, so a crash leaves a folder we may clean
+            write_manifest(tmp, kind, complete=False)   # ours from the start, so a crash leaves a folder we may clean
             yield tmp
             _finish_written(tmp)
-            _write_manifest(tmp, kind, complete=True, checksums=checksums, contents=contents)
+            write_manifest(tmp, kind, complete=True, checksums=checksums, contents=contents)
             old = None
             if os.path.exists(target):
                 old = tempfile.mkdtemp(prefix=_temp_prefix(target, "old") + f"{os.getpid()}-", dir=parent)
@@ -430,26 +308,9 @@ def atomic_directory(target, overwrite=False, protect=(), kind=MODEL_KIND, check
 
 
 # ------------------------------------------------------------------ files
-def output_record_path(path):
-    """Where the record of a file output of a ``recorded`` kind lies: ``.NAME.albert_min.json`` beside it."""
-    path = os.path.abspath(path)
-    return os.path.join(os.path.dirname(path), f".{os.path.basename(path)}{MANIFEST_FILE}")
-
-
-def _output_record(path):
-    """The sha256 values the record beside ``path`` accepts (a list; empty without a readable record)."""
-    try:
-        with open(output_record_path(path), encoding="utf-8") as f:
-            record = json.load(f)
-    except (OSError, ValueError, RecursionError):
-        return []
-    ok = (isinstance(record, dict) and record.get("written_by") == "albert_min"
-          and record.get("file") == os.path.basename(path) and isinstance(record.get("sha256"), list))
-    return [h for h in record["sha256"] if isinstance(h, str)] if ok else []
-
-
 def _write_output_record(path, hashes):
-    """Write the record of ``path`` (its accepted sha256 values) atomically, beside it."""
+    """Write the record of ``path`` (its accepted sha256 values) atomically, beside it. A failure (a full
+    disk) is an OSError naming ``path``: the record is part of that output."""
     record = {"written_by": "albert_min", "file": os.path.basename(path), "sha256": hashes,
               "note": "what albert_min wrote; --force replaces the file only while it still has this sha256"}
     fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(path, "tmp", ascii_only=True) + f"{os.getpid()}-",
@@ -460,25 +321,12 @@ def _write_output_record(path, hashes):
     try:
         _finish_written(tmp)
         os.replace(tmp, output_record_path(path))
-    except BaseException:
+    except BaseException as err:
         with contextlib.suppress(FileNotFoundError):
             os.remove(tmp)
+        if isinstance(err, OSError) and err.strerror:
+            raise OSError(err.errno, err.strerror, path) from err
         raise
-
-
-def _unrecorded(path, kind):
-    """Why the existing file ``path`` is not one albert_min wrote and nobody changed since (a ``recorded``
-    kind), or None."""
-    record = output_record_path(path)
-    if os.path.lexists(record) and not stat.S_ISREG(os.lstat(record).st_mode):
-        return f"not {kind.name}: {record} is not a regular file"
-    hashes = _output_record(path)
-    if not hashes:
-        return (f"not {kind.name}: no record of it ({record}, which albert_min writes beside each such "
-                "file with its sha256)")
-    if sha256_of(path) not in hashes:
-        return f"changed since albert_min wrote it (its sha256 is not the one recorded in {record})"
-    return None
 
 
 def check_file_target(path, kind, force=False, protect=()):
@@ -523,7 +371,7 @@ def check_file_target(path, kind, force=False, protect=()):
     if not stat.S_ISREG(mode):
         what = "a symlink" if stat.S_ISLNK(mode) else "not a regular file"
         raise OutputError(f"{path}: is {what}; refusing to replace it - remove it yourself or choose another path")
-    why_not = _unrecorded(path, kind) if kind.recorded else None
+    why_not = why_not_recorded(path, kind) if kind.recorded else None
     if why_not is None and not kind.is_ours(path):
         why_not = f"not {kind.name}"
     if why_not:
@@ -583,7 +431,7 @@ def replace_file(path, suffix="", record=False):
         _finish_written(tmp)
         if record:
             new = sha256_of(tmp)
-            old = [h for h in _output_record(path) if os.path.isfile(path) and h == sha256_of(path)]
+            old = [h for h in output_record(path) if os.path.isfile(path) and h == sha256_of(path)]
             _write_output_record(path, old + [new])
         os.replace(tmp, path)
         if record:

@@ -17,7 +17,7 @@ import sys
 from typing import Optional
 from ..common.errors import AlbertMinError
 from ..common.json_files import load_json
-from ..common.safe_output import recorded_content
+from ..common.records import recorded_content
 
 ACTIVATIONS = ("gelu", "gelu_new", "relu", "tanh")
 GROUP_MAPPINGS = ("hf", "google")     # see modeling.loop_group

@@ -40,8 +40,8 @@ import numpy as np
 import mindspore as ms
 from ..common.errors import AlbertMinError
 from ..common.json_files import Field, read_json
-from ..common.safe_output import (MANIFEST_FILE, STATE_KIND, atomic_directory, check_recorded_sha256 as _check_sha256,
-                                  read_manifest, record_folder, recorded_sha256)
+from ..common.records import MANIFEST_FILE, check_recorded_sha256 as _check_sha256, read_manifest, recorded_sha256
+from ..common.safe_output import STATE_KIND, atomic_directory, record_folder
 
 CHECKPOINT_FILE = "model.ckpt"
 SAFETENSORS_FILE = "model.safetensors"
