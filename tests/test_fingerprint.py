@@ -17,7 +17,7 @@ import evaluate  # noqa: E402
 from albert_min import fingerprint, pipeline
 from albert_min.checkpoints.hf_export import export_hf
 from albert_min.common.checksums import sha256_of
-from albert_min.common.safe_output import MANIFEST_FILE, read_manifest
+from albert_min.common.safe_output import MANIFEST_FILE, OutputError, check_replaceable, read_manifest
 from albert_min.model.config import load_config
 from albert_min.model.folder import CheckpointError, read_checkpoint, save_model_dir
 from albert_min.model.heads import AlbertForSequenceClassification
@@ -156,3 +156,20 @@ def test_the_fingerprint_command_records_a_folder_changed_on_purpose(tmp_path, c
     assert sorted(os.listdir(old)) == sorted(os.listdir(os.path.join(WEIGHTS, "pretrained-small")))   # nothing left
     assert fingerprint.main([str(tmp_path / "none")]) == 1
     assert capsys.readouterr().err == f"error: model folder not found: {tmp_path / 'none'}\n"
+
+
+def test_a_folder_albert_min_did_not_write_is_recorded_without_taking_the_users_files(tmp_path):
+    """A model folder put together by hand (no .albert_min.json) gets a manifest listing its model files
+    only: the user's notes and folders in it stay theirs, so --force still refuses to replace it."""
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    for name in ("config.json", "model.ckpt", "spiece.model"):
+        shutil.copyfile(os.path.join(WEIGHTS, "sst2-small", name), folder / name)
+    (folder / "notes.txt").write_text("mine")
+    (folder / "results").mkdir()
+    assert fingerprint.main([str(folder)]) == 0
+    manifest = read_manifest(str(folder))
+    assert manifest["files"] == ["config.json", "model.ckpt", "spiece.model"] and manifest["folders"] == []
+    with pytest.raises(OutputError, match=re.escape("holds files albert_min did not write (notes.txt, results/)")):
+        check_replaceable(str(folder), overwrite=True)
+    AlbertForSequenceClassification.from_pretrained(str(folder))

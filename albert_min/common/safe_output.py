@@ -167,9 +167,11 @@ def record_folder(directory, checksums, contents=(), kind=MODEL_KIND):
         new = manifest_of(directory, (old or {}).get("kind", kind), True, checksums, contents)
         listed = set(old["files"]) if old else set()
         new["files"] = sorted((listed | set(checksums)) & set(new["files"]))
-        if old and "folders" not in old:   # a manifest from before folders were listed stays so
+        if old is None:   # the model files lie at the top: none of its folders is albert_min's
+            new["folders"] = []
+        elif "folders" not in old:   # a manifest from before folders were listed stays so
             del new["folders"]
-        elif old:
+        else:
             new["folders"] = old["folders"]
         fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(MANIFEST_FILE, "tmp") + f"{os.getpid()}-", dir=directory)
         os.close(fd)
@@ -315,10 +317,10 @@ def _write_output_record(path, hashes):
               "note": "what albert_min wrote; --force replaces the file only while it still has this sha256"}
     fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(path, "tmp", ascii_only=True) + f"{os.getpid()}-",
                                suffix=".record", dir=os.path.dirname(path))
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(record, f, indent=1)
-        f.write("\n")
     try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(record, f, indent=1)
+            f.write("\n")
         _finish_written(tmp)
         os.replace(tmp, output_record_path(path))
     except BaseException as err:
