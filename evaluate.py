@@ -114,7 +114,9 @@ def build_parser():
                                     "index<TAB>prediction, SQuAD's predictions.json (v2.0: null_odds.json beside "
                                     "it), RACE's letters per file, conlleval's columns (default: none written)")
     p.add_argument("--force", action="store_true",
-                   help="replace an existing --output file that evaluate.py wrote, never an input or another file (default: refuse)")
+                   help="replace an existing --output file that evaluate.py wrote and nobody changed since (the "
+                        "record .NAME.albert_min.json it writes beside it says so), never an input or another file "
+                        "(default: refuse)")
     p.add_argument("--json", action="store_true",
                    help="print the metrics as JSON, as fractions (0.8142; the table prints percent, 81.42), "
                         'marked "scale": "fraction"; undefined metrics are null (default: the table)')

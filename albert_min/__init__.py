@@ -12,6 +12,7 @@ The package is cut into layers, each a folder that imports only the layers below
 docs/layout.md maps the old module paths to the new):
 
     convert.py, export.py   python -m albert_min.convert / albert_min.export: the commands
+    fingerprint.py          python -m albert_min.fingerprint: record a model folder changed on purpose
     arguments.py            the flag types of the commands, train.py and evaluate.py
     training/ | predict/    train and resume a model | a model folder as a function (``pipeline``)
     tasks/                  each task family: reading, features, loss, official metric; batched prediction

@@ -379,6 +379,7 @@ def cases():
     issue_44_kernels(add, evaluate)
     issue_44_cache_environment_read_only(add, train, evaluate)
     issue_44_glue_files(add, train)
+    issue_44_records(add, evaluate)
     return rows
 
 
@@ -476,12 +477,13 @@ def task_models():
 
 
 def replaced_alone(path):
-    """``path`` then holds other bytes, and is all its folder holds (no temporary left)."""
+    """``path`` then holds other bytes, and is all its folder holds with its record (no temporary left)."""
     before = open(path, "rb").read()
 
     def check():
         changed, listed = open(path, "rb").read() != before, sorted(os.listdir(os.path.dirname(path)))
-        return changed and listed == [os.path.basename(path)], \
+        name = os.path.basename(path)
+        return changed and listed == [f".{name}{MANIFEST_FILE}", name], \
             f"{os.path.basename(path)} {'replaced' if changed else 'NOT replaced'}; its folder lists {listed}"
     return check
 
@@ -521,9 +523,10 @@ def issue_36_damaged_and_long(add, train, evaluate):
             "conll": write_conll(inputs, CONLL.replace("B-LOC", "I-LOC"))}
     squad_flags = ["--doc-stride", "16", "--max-query-length", "16"]
     for task, model, name, earlier, extra in (
-            ("squad", "tiny_qa", "predictions.json", lambda f: files.write_json(f, {"q1": "an earlier answer"}),
-             squad_flags),
-            ("race", "tiny_multiple_choice", "race.json", lambda f: files.write_json(f, {"1.txt": ["A", "B"]}), []),
+            ("squad", "tiny_qa", "predictions.json",
+             lambda f: files.write_json(f, {"q1": "an earlier answer"}, record=True), squad_flags),
+            ("race", "tiny_multiple_choice", "race.json",
+             lambda f: files.write_json(f, {"1.txt": ["A", "B"]}, record=True), []),
             ("conll", "tiny_token_cls", "columns.txt",
              lambda f: conlleval.write_columns(f, [(["Bonn"], ["I-LOC"], ["O"])]), [])):
         ours, theirs = p(f"36.f{task}", "ours", name), p(f"36.f{task}", "theirs", name)
@@ -555,6 +558,49 @@ def issue_36_damaged_and_long(add, train, evaluate):
                                       "{'doc_stride': 16, 'max_query_length': 16}")):
         add(id, f"{'NER' if model == ner else 'QA'} pipeline on a text with a lone surrogate",
             ["python", script, model, item, options], names=["not valid Unicode: lone surrogate U+D800", "input"])
+
+
+def issue_44_records(add, evaluate):
+    """Issue 44.2: a model folder's files must belong together (its fingerprint in .albert_min.json);
+    44.5: evaluate.py --force replaces only a predictions file it wrote and nobody changed since."""
+    weights = os.path.join(ROOT, "weights")
+    for id, into, other, name in (("44.2a", "sst2-small", "sst2-pretrained-small", "model.ckpt"),
+                                  ("44.2b", "sst2-pretrained-small", "sst2-small", "model.ckpt"),
+                                  ("44.2c", "sst2-small", "sst2-pretrained-small", "spiece.model")):
+        folder = copy(os.path.join(weights, into), id, "m")
+        shutil.copyfile(os.path.join(weights, other, name), os.path.join(folder, name))
+        add(id, f"evaluate {into} holding {other}'s {name} (same shapes, another vocabulary)", evaluate(folder),
+            names=[os.path.join(folder, name), "sha256", "python -m albert_min.fingerprint"], check=intact(p(id)))
+    edited = copy(SST2_SMALL, "44.2d", "m")
+    edit_json(os.path.join(edited, "config.json"), num_hidden_layers=12)
+    add("44.2d", "evaluate sst2-small with config.json's num_hidden_layers edited 4 -> 12", evaluate(edited),
+        expect="ok", stderr=True, lines=("note:",), check=intact(p("44.2d")))
+    old = copy(SST2_SMALL, "44.2e", "m")
+    manifest = json.load(open(os.path.join(old, MANIFEST_FILE)))
+    write(os.path.join(old, MANIFEST_FILE), json.dumps({k: manifest[k] for k in ("written_by", "kind", "complete",
+                                                                                  "files")}, indent=1))
+    add("44.2e", "evaluate a folder written before fingerprints (its .albert_min.json lists files only)",
+        evaluate(old), expect="ok", stderr=True, lines=("note:",), check=intact(p("44.2e")))
+    chosen = copy(SST2_SMALL, "44.2f", "m")
+    shutil.copyfile(os.path.join(weights, "sst2-pretrained-small", "model.ckpt"), os.path.join(chosen, "model.ckpt"))
+    add("44.2f", "fingerprint a folder whose model.ckpt the user replaced on purpose", ["fingerprint", chosen],
+        expect="ok", lines=("recorded",))
+    # 44.5: --force onto a user's file in GLUE's layout, onto evaluate.py's output edited since, onto its own.
+    mine = write(p("44.5a", "user_preds.tsv"), "index\tprediction\n0\tmy label\n")
+    add("44.5a", "evaluate --force onto a user's user_preds.tsv that begins with index<TAB>prediction",
+        evaluate(SST2_SMALL, "--output", mine, "--force"), names=[mine, "no record"], check=intact(p("44.5a")))
+    from albert_min.tasks.glue import GlueTask
+    ours = p("44.5b", "preds.tsv")
+    edited_preds = p("44.5c", "preds.tsv")
+    for path in (ours, edited_preds):
+        GlueTask("sst2").write_predictions(path, SimpleNamespace(examples=SimpleNamespace(index=[0])),
+                                           [np.array([[0.0, 1.0]])])
+    write(edited_preds, open(edited_preds).read() + "1\tan edit\n")
+    add("44.5b", "evaluate --force onto preds.tsv an earlier evaluate.py wrote", evaluate(SST2_SMALL, "--output", ours,
+        "--force"), expect="ok", check=replaced_alone(ours))
+    add("44.5c", "evaluate --force onto preds.tsv an earlier evaluate.py wrote, edited since",
+        evaluate(SST2_SMALL, "--output", edited_preds, "--force"), names=[edited_preds, "changed since"],
+        check=intact(p("44.5c")))
 
 
 # ------------------------------------------------------------------ issue 36: SQuAD, RACE and CoNLL inputs (part A)
@@ -897,7 +943,7 @@ def ends_listing(folder, names):
 def run(argv, cwd=ROOT, env=None):
     """One tool run as a user runs it: exit code, output, wall time, peak RSS (from wait4)."""
     tool, *args = argv
-    modules = {"convert": "albert_min.convert", "export": "albert_min.export"}
+    modules = {"convert": "albert_min.convert", "export": "albert_min.export", "fingerprint": "albert_min.fingerprint"}
     cmd = [sys.executable, *(["-m", modules[tool]] if tool in modules else [] if tool == "python"
                              else [os.path.join(ROOT, tool)])]
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
@@ -947,7 +993,8 @@ def main():
                 continue
             result = run(row.argv, row.cwd, row.env)
             problems, notes, shown = judge(row, result)
-            argv = [f"-m albert_min.{row.argv[0]}" if row.argv[0] in ("convert", "export") else row.argv[0],
+            argv = [f"-m albert_min.{row.argv[0]}" if row.argv[0] in ("convert", "export", "fingerprint")
+                    else row.argv[0],
                     *(f'"{a}"' if row.argv[0] == "python" and " " in a else a for a in row.argv[1:])]
             command = ("cd " + row.cwd + " && " if row.cwd != ROOT else "") + " ".join(
                 [f"{k}={v}" for k, v in (row.env or {}).items()] + argv)

@@ -60,7 +60,8 @@ def test_save_then_load_is_bit_identical(fmt, tmp_path):
     saved, back = model_arrays(model), model_arrays(loaded)
     assert saved.keys() == back.keys() and all(np.array_equal(saved[k], back[k]) for k in saved)
     recorded = read_manifest(folder).get("sha256", {})
-    assert recorded == ({name: sha256_of(os.path.join(folder, name))} if fmt == "safetensors" else {})
+    # both formats: every file's sha256 (a .ckpt's CRC passes for another model's weights of the same shapes)
+    assert recorded == {n: sha256_of(os.path.join(folder, n)) for n in (name, "config.json")}
 
 
 def test_mindspore_reads_our_safetensors_and_we_read_mindspores(tmp_path, capfd):
@@ -109,7 +110,10 @@ def test_convert_refuses_a_corrupted_albert_min_folder_as_every_loader_does(tmp_
     capsys.readouterr()
     assert cv.main([folder, str(tmp_path / "out")]) == 1
     assert capsys.readouterr().err == (f"error: {path}: corrupted or replaced: its sha256 differs from the one "
-                                       f"albert_min recorded in {folder}/{MANIFEST_FILE} when it wrote the folder\n")
+                                       f"albert_min recorded in {folder}/{MANIFEST_FILE} when it wrote the folder "
+                                       "(a file of another model does not belong with this one's files); put back "
+                                       "the file it wrote, or, if you replaced it on purpose, record the folder as "
+                                       f"it is now: python -m albert_min.fingerprint {folder}\n")
     assert not os.path.exists(tmp_path / "out")
     os.remove(os.path.join(folder, MANIFEST_FILE))   # the folder lost its manifest: MindSpore's CRC still refuses it
     assert cv.main([folder, str(tmp_path / "out")]) == 1

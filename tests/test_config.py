@@ -102,6 +102,9 @@ def test_shape_mismatch_names_the_tensor(tmp_path):
     with pytest.raises(FileNotFoundError, match="model directory not found"):
         AlbertModel.from_pretrained(str(tmp_path / "nope"))
     (tmp_path / "m" / "model.ckpt").write_bytes(b"garbage")
+    with pytest.raises(CheckpointError, match="model.ckpt: corrupted or replaced: its sha256 differs"):
+        AlbertModel.from_pretrained(str(tmp_path / "m"))   # the folder's fingerprint tells first
+    os.remove(tmp_path / "m" / ".albert_min.json")          # without one, MindSpore's reader does
     with pytest.raises(CheckpointError, match="not a readable MindSpore checkpoint"):
         AlbertModel.from_pretrained(str(tmp_path / "m"))
 

@@ -20,6 +20,7 @@ import evaluate  # noqa: E402
 import train  # noqa: E402
 from albert_min import convert as cv
 from albert_min.model.folder import save_model_dir
+from albert_min.common.checksums import sha256_of
 from albert_min.model.heads import AlbertForSequenceClassification
 from albert_min.common.safe_output import (MANIFEST_FILE, OutputError, OutputInUse, atomic_directory, atomic_file,
                                            check_replaceable, output_lock, read_manifest, recover_directory)
@@ -70,28 +71,78 @@ def test_evaluate_replaces_only_predictions_and_only_with_force(model_dir, tmp_p
     kind = "a predictions file evaluate.py wrote"
     assert run_evaluate(model_dir, notes) == f"error: {notes} already exists (--force replaces only {kind})"
     assert run_evaluate(model_dir, notes, "--force") == \
-        f"error: {notes}: not {kind}; refusing to replace it - remove it yourself or choose another path"
+        f"error: {notes}: not {kind}: no record of it ({tmp_path / '.notes.txt.albert_min.json'}, which albert_min " \
+        "writes beside each such file with its sha256); refusing to replace it - remove it yourself or choose " \
+        "another path"
     assert notes.read_text() == "mine"
     preds = tmp_path / "preds.tsv"
     assert run_evaluate(model_dir, preds) is None
     first = preds.read_text()
     assert first.startswith("index\tprediction\n") and len(first.splitlines()) == 65
     assert run_evaluate(model_dir, preds).startswith(f"error: {preds} already exists")
-    preds.write_text("index\tprediction\n0\tstale\n")
-    assert run_evaluate(model_dir, preds, "--force") is None and preds.read_text() == first
-    assert sorted(os.listdir(tmp_path)) == ["notes.txt", "preds.tsv"]   # no temporary, no lock file left
+    inode = os.stat(preds).st_ino
+    assert run_evaluate(model_dir, preds, "--force") is None   # its own earlier output, unchanged: replaced
+    assert preds.read_text() == first and os.stat(preds).st_ino != inode
+    record = tmp_path / ".preds.tsv.albert_min.json"
+    assert json.loads(record.read_text())["sha256"] == [sha256_of(str(preds))]
+    assert sorted(os.listdir(tmp_path)) == [record.name, "notes.txt", "preds.tsv"]   # no temporary, no lock file left
+    preds.write_text("index\tprediction\n0\tstale\n")   # edited since evaluate.py wrote it: the user's now
+    assert run_evaluate(model_dir, preds, "--force") == \
+        f"error: {preds}: changed since albert_min wrote it (its sha256 is not the one recorded in {record}); " \
+        "refusing to replace it - remove it yourself or choose another path"
+    assert preds.read_text() == "index\tprediction\n0\tstale\n"
+
+
+def test_force_never_replaces_a_users_file_in_the_predictions_layout(model_dir, tmp_path):
+    """Issue 44.5: a user's own file that begins with index<TAB>prediction was REPLACED by --force."""
+    mine = tmp_path / "user_preds.tsv"
+    mine.write_text("index\tprediction\n0\tmy own label\n")
+    assert run_evaluate(model_dir, mine, "--force").startswith(
+        f"error: {mine}: not a predictions file evaluate.py wrote: no record of it")
+    assert mine.read_text() == "index\tprediction\n0\tmy own label\n" and os.listdir(tmp_path) == [mine.name]
+    ours = tmp_path / "ours.tsv"                 # evaluate.py's own file, copied: the copy has no record
+    assert run_evaluate(model_dir, ours) is None
+    shutil.copyfile(ours, mine)
+    assert run_evaluate(model_dir, mine, "--force").startswith(f"error: {mine}: not a predictions file")
+    (tmp_path / ".user_preds.tsv.albert_min.json").write_text("{}")   # nor a record it did not write
+    assert run_evaluate(model_dir, mine, "--force").startswith(f"error: {mine}: not a predictions file")
+
+
+def test_the_record_accepts_the_old_file_until_the_new_one_is_in_place(tmp_path, monkeypatch):
+    """A writer killed between writing the record and renaming the file into place leaves a file that is
+    still recognised as its own: the record holds the old file's sha256 and the new one's until then."""
+    path = str(tmp_path / "p.tsv")
+    evaluate.write_predictions(path, [0], ["a"])
+    old = sha256_of(path)
+    replace = os.replace
+
+    def killed_before_the_rename(src, dst):
+        if dst == path:
+            raise RuntimeError("killed")
+        replace(src, dst)
+    monkeypatch.setattr(os, "replace", killed_before_the_rename)
+    with pytest.raises(RuntimeError, match="killed"):
+        evaluate.write_predictions(path, [0], ["b"], force=True)
+    monkeypatch.setattr(os, "replace", replace)
+    record = json.load(open(tmp_path / ".p.tsv.albert_min.json"))
+    assert sha256_of(path) == old and record["sha256"][0] == old and len(record["sha256"]) == 2
+    evaluate.write_predictions(path, [0], ["c"], force=True)   # still its own: replaced
+    assert open(path).read() == "index\tprediction\n0\tc\n"
+    assert json.load(open(tmp_path / ".p.tsv.albert_min.json"))["sha256"] == [sha256_of(path)]
 
 
 def test_atomic_file_leaves_the_old_file_on_failure(tmp_path):
     kind_ours = evaluate.predictions_kind()
     path = tmp_path / "p.tsv"
-    path.write_text("index\tprediction\nold\n")
+    evaluate.write_predictions(str(path), ["old"], ["x"])   # its own earlier file, which --force may replace
+    assert path.read_text() == "index\tprediction\nold\tx\n"
     with pytest.raises(RuntimeError, match="writer died"):
         with atomic_file(str(path), kind_ours, force=True) as tmp:
             with open(tmp, "w") as f:
                 f.write("index\tprediction\nhalf")
             raise RuntimeError("writer died")
-    assert path.read_text() == "index\tprediction\nold\n" and os.listdir(tmp_path) == ["p.tsv"]
+    assert path.read_text() == "index\tprediction\nold\tx\n"
+    assert sorted(os.listdir(tmp_path)) == [".p.tsv.albert_min.json", "p.tsv"]
 
 
 # ------------------------------------------------------------- case 3: one writer
@@ -331,8 +382,8 @@ def test_every_tool_writes_under_a_space_and_a_non_ascii_name(model_dir, tmp_pat
     from albert_min.export import main as export_main, read_metadata
     export_main([trained, str(folder / "modèle 1.mindir"), "--batch", "1", "--seq", "8"])
     assert read_metadata(str(folder / "modèle 1.mindir"))["producer"] == "albert_min"
-    assert sorted(os.listdir(folder)) == ["conv ért", "modèle 1.mindir", "préds ok.tsv", "tráined model",
-                                          "tráined model.state"]
+    assert sorted(os.listdir(folder)) == [".préds ok.tsv.albert_min.json", "conv ért", "modèle 1.mindir", "préds ok.tsv",
+                                          "tráined model", "tráined model.state"]
 
 
 # ------------------------------------------------------------- issue 44: a read-only output folder

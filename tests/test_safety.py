@@ -16,7 +16,7 @@ from test_scripts import TINY_MODEL, sentiment_tsv
 import evaluate  # noqa: E402
 import train  # noqa: E402
 from albert_min import convert as cv
-from albert_min.model.folder import CheckpointError, read_checkpoint, save_model_dir, write_checkpoint
+from albert_min.model.folder import CheckpointError, read_checkpoint, record_model_dir, save_model_dir, write_checkpoint
 from albert_min.common.safe_output import (MANIFEST_FILE, OutputError, atomic_directory, check_replaceable,
                                            read_manifest, recover_directory)
 from albert_min.model.config import AlbertConfig, ConfigError, load_config
@@ -49,6 +49,15 @@ def copy_model(model_dir, tmp_path, name="m"):
     dst = str(tmp_path / name)
     shutil.copytree(model_dir, dst)
     return dst
+
+
+def without_record(path):
+    """Take ``path``'s sha256 out of its folder's manifest, as albert_min wrote folders before it recorded
+    fingerprints (issue 44): what the checks below it (CRC, SentencePiece, shapes) then see."""
+    manifest_path = os.path.join(os.path.dirname(path), MANIFEST_FILE)
+    manifest = json.load(open(manifest_path))
+    del manifest["sha256"][os.path.basename(path)]
+    json.dump(manifest, open(manifest_path, "w"))
 
 
 def script(name, *args, cwd=ROOT):
@@ -195,6 +204,9 @@ def test_a_flipped_byte_in_model_ckpt_is_an_error_naming_the_file(model_dir, tmp
     data = bytearray(open(path, "rb").read())
     data[len(data) // 2] ^= 0x01
     open(path, "wb").write(bytes(data))
+    with pytest.raises(CheckpointError, match=f"{path}: corrupted or replaced: its sha256 differs"):
+        read_checkpoint(path)                  # its folder's fingerprint tells first
+    without_record(path)                       # a folder from before fingerprints: the CRC tells
     with pytest.raises(CheckpointError, match=f"{path}: .*CRC"):
         read_checkpoint(path)
     with pytest.raises(SystemExit, match=f"^error: {path}: not a readable MindSpore checkpoint"):
@@ -237,6 +249,9 @@ def test_training_state_holds_the_adamw_moments(tmp_path):
     assert read_manifest(str(tmp_path / "s"))["kind"] == "training-state"
     # A state without the moments (as older albert_min wrote them) cannot resume exactly.
     write_checkpoint({"global_step": saved["global_step"]}, str(tmp_path / "s" / "optimizer.ckpt"))
+    with pytest.raises(CheckpointError, match="optimizer.ckpt: corrupted or replaced"):   # not the file written
+        load_training_state(str(tmp_path / "s"), model, fresh)
+    without_record(str(tmp_path / "s" / "optimizer.ckpt"))
     with pytest.raises(CheckpointError, match="lacks optimizer state"):
         load_training_state(str(tmp_path / "s"), model, fresh)
 
@@ -292,6 +307,7 @@ def test_evaluate_refuses_non_finite_outputs(model_dir, tmp_path):
     arrays = read_checkpoint(path)
     arrays["classifier.weight"] = np.full_like(arrays["classifier.weight"], 3e38)   # finite, but overflows
     write_checkpoint(arrays, path)
+    record_model_dir(folder)                   # weights put in on purpose (python -m albert_min.fingerprint)
     with pytest.raises(SystemExit, match=f"error: {folder}: the model gives non-finite outputs"):
         evaluate.main(["--model", folder, "--data", os.path.join(HF_SST2, "dev64.tsv"), "--quiet"])
 
@@ -393,6 +409,9 @@ def test_corrupt_spiece_model_and_train_metrics_name_the_path(model_dir, tmp_pat
     folder = copy_model(model_dir, tmp_path, "spiece")
     spiece = os.path.join(folder, "spiece.model")
     open(spiece, "wb").write(b"\x00garbage" * 50)
+    with pytest.raises(SystemExit, match=f"^error: {spiece}: corrupted or replaced"):
+        evaluate.main(["--model", folder, "--data", data, "--quiet"])
+    without_record(spiece)
     with pytest.raises(SystemExit, match=f"^error: {spiece}: not a SentencePiece model"):
         evaluate.main(["--model", folder, "--data", data, "--quiet"])
     folder = copy_model(model_dir, tmp_path, "metrics")

@@ -256,7 +256,8 @@ def test_prediction_files(tmp_path):
     paths = squad_decode.write_predictions(str(tmp_path), preds, version_2=True)
     assert json.loads(open(paths[0]).read()) == {"q1": "red mat", "q2": ""}
     assert json.loads(open(paths[1]).read()) == {"q1": -2.5, "q2": 3.0}
-    assert sorted(os.listdir(tmp_path)) == ["null_odds.json", "predictions.json"]
+    assert sorted(os.listdir(tmp_path)) == [".null_odds.json.albert_min.json", ".predictions.json.albert_min.json",
+                                            "null_odds.json", "predictions.json"]   # each with its record
 
 
 @pytest.mark.skipif(not os.path.isfile(SQUAD_DEV), reason="needs ../shared/data/squad")

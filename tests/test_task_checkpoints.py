@@ -294,24 +294,38 @@ def test_evaluate_force_replaces_its_own_task_predictions_and_nothing_else(task,
     args = ["--model", model, "--data", data, "--task", task, "--output", out, "--quiet", "--no-jit",
             *(["--doc-stride", "16", "--max-query-length", "16"] if task.startswith("squad") else [])]
     evaluate.main(args)
+    outputs = sorted(n for n in os.listdir(tmp_path / "out") if not n.startswith("."))
+    assert outputs == sorted([name] + ["null_odds.json"] * (task == "squad_v2"))
     written = {n: open(os.path.join(tmp_path, "out", n), "rb").read() for n in os.listdir(tmp_path / "out")}
-    assert sorted(written) == sorted([name] + ["null_odds.json"] * (task == "squad_v2"))
-    for n in written:                                        # an earlier run's predictions: replaced
-        earlier = changed(os.path.join(tmp_path, "out", n))
-        open(os.path.join(tmp_path, "out", n), "w", encoding="utf-8").write(earlier)
+    assert sorted(written) == sorted(outputs + [f".{n}.albert_min.json" for n in outputs])   # each with its record
+    inodes = {n: os.stat(os.path.join(tmp_path, "out", n)).st_ino for n in outputs}
     killed = os.path.join(tmp_path, "out", f".{name}.tmp-{dead_pid()}-x1")   # a killed writer's temporary
     open(killed, "w").write("half")
-    evaluate.main(args + ["--force"])
+    evaluate.main(args + ["--force"])                        # its earlier predictions, unchanged: replaced
     assert {n: open(os.path.join(tmp_path, "out", n), "rb").read() for n in os.listdir(tmp_path / "out")} == written
-    for n in written:                                        # the same predictions in another tool's layout: kept
+    assert all(os.stat(os.path.join(tmp_path, "out", n)).st_ino != inodes[n] for n in outputs)
+    for n in outputs:
         path = os.path.join(tmp_path, "out", n)
-        theirs = another_layout(path)
+        record = os.path.join(tmp_path, "out", f".{n}.albert_min.json")
+        edited = changed(path)                               # edited since evaluate.py wrote it: kept
+        open(path, "w", encoding="utf-8").write(edited)
+        with pytest.raises(SystemExit, match=re.escape(f"error: {path}: changed since albert_min wrote it (its sha256 "
+                                                       f"is not the one recorded in {record}); refusing")):
+            evaluate.main(args + ["--force"])
+        assert open(path, encoding="utf-8").read() == edited
+        os.remove(record)                                    # a user's file in exactly evaluate.py's layout: kept
+        open(path, "wb").write(written[n])
+        with pytest.raises(SystemExit, match=re.escape(f"error: {path}: not a predictions file evaluate.py wrote: "
+                                                       f"no record of it ({record}")):
+            evaluate.main(args + ["--force"])
+        theirs = another_layout(path)                        # the same predictions in another tool's layout: kept
         open(path, "w", encoding="utf-8").write(theirs)
-        with pytest.raises(SystemExit, match=re.escape(f"error: {path}: not a predictions file evaluate.py wrote; "
-                                                       "refusing to replace it")):
+        with pytest.raises(SystemExit, match=re.escape(f"error: {path}: not a predictions file evaluate.py wrote")):
             evaluate.main(args + ["--force"])
         assert open(path, encoding="utf-8").read() == theirs
         open(path, "wb").write(written[n])
+        open(record, "wb").write(written[f".{n}.albert_min.json"])
+    evaluate.main(args + ["--force"])                        # restored as written, with their records: replaced
 
 
 def test_the_task_files_are_not_taken_for_predictions(tmp_path):

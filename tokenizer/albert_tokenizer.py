@@ -29,6 +29,7 @@ import unicodedata
 
 import numpy as np
 from albert_min.common.errors import AlbertMinError
+from albert_min.common.records import check_recorded_sha256
 
 SPIECE_UNDERLINE = "\u2581"
 
@@ -44,6 +45,9 @@ class AlbertTokenizer:
         import sentencepiece as spm   # imported here so the package imports without it
         if not os.path.isfile(spiece_model):
             raise FileNotFoundError(f"SentencePiece model not found: {spiece_model}")
+        # In a folder albert_min wrote (a model folder, a training state), the file it wrote there and no
+        # other (another model's vocabulary gives plausible, wrong numbers): TokenizerError naming both.
+        check_recorded_sha256(spiece_model, TokenizerError)
         self.spiece_model = spiece_model
         self.sp = spm.SentencePieceProcessor()
         try:

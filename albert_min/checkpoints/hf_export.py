@@ -86,7 +86,7 @@ def export_hf(model_dir, dst, force=False, classifier_class=None) -> dict:
     """
     import numpy as np
     from safetensors.numpy import save_file
-    from ..model.folder import CONFIG_FILE, SPIECE_FILE, read_checkpoint, weights_file
+    from ..model.folder import CONFIG_FILE, SPIECE_FILE, check_recorded_sha256, read_checkpoint, weights_file
     from .names import CLASSIFIER_CLASSES, HEADS, model_classes
     from ..common.safe_output import atomic_directory
     if os.path.exists(dst) and not force:
@@ -103,6 +103,8 @@ def export_hf(model_dir, dst, force=False, classifier_class=None) -> dict:
     tensors = {n: np.ascontiguousarray(a, dtype=np.float32) for n, a in hf_tensors(arrays, architectures).items()}
     spiece = os.path.join(model_dir, SPIECE_FILE)
     spiece = spiece if os.path.isfile(spiece) else None
+    if spiece:
+        check_recorded_sha256(spiece)   # the tokenizer albert_min wrote with these weights, not another model's
     with atomic_directory(dst, overwrite=force, protect=(model_dir,), kind="hf-model") as tmp:
         with open(os.path.join(tmp, CONFIG_FILE), "w", encoding="utf-8") as f:
             json.dump(hf_config(config, architectures), f, indent=2, sort_keys=True)

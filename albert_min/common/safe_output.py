@@ -33,10 +33,18 @@ MindIR files):
    existing path on the way that is not a folder is an error naming it.
 6. **Written files get the user's umask** (0644 under umask 022), whatever mode
    the writer left (MindSpore's writers leave 0400).
-7. **Files without a checksum of their own get one.** ``atomic_directory(...,
-   checksums=NAMES)`` records the sha256 of those files in the manifest
-   (``"sha256": {name: hex}``); readers compare with ``recorded_sha256``
-   (a model folder's ``model.safetensors``, which has no CRC as ``.ckpt`` has).
+7. **What was written is recorded, and checked before it is read or replaced.**
+   ``atomic_directory(..., checksums=NAMES, contents=JSON_NAMES)`` records the
+   sha256 of those files in the manifest (``"sha256": {name: hex}``) and the
+   content of those JSON files (``"contents": {name: value}``): readers refuse
+   a file whose sha256 is not the recorded one (``check_recorded_sha256``: a
+   model folder's weights and tokenizer) and name what changed in a JSON file
+   (``recorded_content``); ``record_folder`` records a folder again as it is
+   now. A file output whose ``FileKind`` is ``recorded`` (evaluate.py's
+   predictions) gets a record beside it, ``.NAME.albert_min.json`` with its
+   sha256 (``output_record_path``), and ``--force`` replaces only a file that
+   still has it: neither a user's file that merely looks like one, nor one the
+   user edited since. The records and the checks against them: module ``records``.
 
 This module knows nothing of models: ``model.folder`` (the model-folder format),
 ``training.state`` (the training state), ``export`` and the scripts build on it.
@@ -56,9 +64,11 @@ from typing import Callable
 from .checksums import sha256_of
 from .portable import fsync_folder, process_alive
 from .output_lock import OutputError, OutputInUse, check_ancestors, lock_path, output_lock  # noqa: F401 (re-exported)
+from .records import (MANIFEST_FILE, check_recorded_sha256, dump_manifest, foreign_entries,  # noqa: F401 (re-exported)
+                      manifest_of, output_record, output_record_path, read_manifest, recorded_content,
+                      recorded_sha256, why_not_recorded, write_manifest)
 
 
-MANIFEST_FILE = ".albert_min.json"    # marks a folder albert_min wrote, and lists its files and folders
 MODEL_KIND = "model"
 STATE_KIND = "training-state"
 
@@ -73,6 +83,8 @@ class FileKind:
     """
     name: str                        # for messages: "a predictions file evaluate.py wrote"
     is_ours: Callable[[str], bool]   # path -> whether albert_min wrote it; reads a bounded part, never a whole big file
+    recorded: bool = False           # the writer records the file's sha256 beside it (output_record_path), and
+    #                                  --force replaces only a file that still has it
 
 
 def starts_with(header: bytes):
@@ -134,81 +146,37 @@ def _fsync_folder(folder):
 
 
 # ------------------------------------------------------------------ folders
-def read_manifest(directory):
-    """The manifest of a folder albert_min wrote (a dict), or None if it has none or it is unreadable."""
-    try:
-        with open(os.path.join(directory, MANIFEST_FILE), encoding="utf-8") as f:
-            manifest = json.load(f)
-    except (OSError, ValueError, RecursionError):
-        return None
-    ok = (isinstance(manifest, dict) and manifest.get("written_by") == "albert_min"
-          and all(isinstance(manifest.get(key, []), list) and all(isinstance(n, str) for n in manifest.get(key, []))
-                  for key in ("files", "folders"))
-          and "files" in manifest)
-    return manifest if ok else None
-
-
-def _entries(directory):
-    """``(files, folders, others)`` below ``directory``, relative paths, symlinks not followed.
-    ``others``: symlinks (to files or folders), fifos, sockets, devices."""
-    files, folders, others = [], [], []
-    for root, dirs, names in os.walk(directory):
-        for name in dirs + names:
-            rel = os.path.relpath(os.path.join(root, name), directory)
-            mode = os.lstat(os.path.join(root, name)).st_mode
-            (folders if stat.S_ISDIR(mode) else files if stat.S_ISREG(mode) else others).append(rel)
-    return sorted(files), sorted(folders), sorted(others)
-
-
-def recorded_sha256(path):
-    """The sha256 that the manifest of ``path``'s folder recorded for it (``atomic_directory``'s
-    ``checksums``), or None: no manifest, or the folder was written without one for this file."""
-    recorded = (read_manifest(os.path.dirname(os.path.abspath(path))) or {}).get("sha256")
-    value = recorded.get(os.path.basename(path)) if isinstance(recorded, dict) else None
-    return value if isinstance(value, str) else None
-
-
-def _write_manifest(directory, kind, complete, checksums=()):
-    files, folders, _ = _entries(directory)
-    manifest = {"written_by": "albert_min", "kind": kind, "complete": complete,
-                "files": [f for f in files if f != MANIFEST_FILE], "folders": folders}
-    if checksums:
-        manifest["sha256"] = {name: sha256_of(os.path.join(directory, name)) for name in checksums}
-    with open(os.path.join(directory, MANIFEST_FILE), "w", encoding="utf-8") as f:
-        json.dump(manifest, f, indent=1)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-
-
-def _folders_of(files):
-    """Every folder on the way to ``files`` (relative paths)."""
-    folders = set()
-    for f in files:
-        while os.path.dirname(f):
-            f = os.path.dirname(f)
-            folders.add(f)
-    return folders
-
-
-def _foreign_entries(directory):
-    """What lies in ``directory`` that its manifest does not list (all of it without a manifest):
-    files, folders (shown ``NAME/``; not when something foreign inside is shown), and anything
-    neither a file nor a folder (shown ``NAME (symlink)`` etc.), listed or not: albert_min writes none."""
-    manifest = read_manifest(directory) or {"files": []}
-    listed_files = set(manifest["files"]) | {MANIFEST_FILE}
-    # Manifests before folders were listed (the committed weights/*/) imply the folders of their files.
-    listed_folders = set(manifest["folders"]) if "folders" in manifest else _folders_of(manifest["files"])
-    files, folders, others = _entries(directory)
-    foreign = [f for f in files if f not in listed_files]
-    for path in others:
-        mode = os.lstat(os.path.join(directory, path)).st_mode
-        what = "symlink" if stat.S_ISLNK(mode) else "fifo" if stat.S_ISFIFO(mode) else \
-            "socket" if stat.S_ISSOCK(mode) else "device"
-        foreign.append(f"{path} ({what})")
-    shown = [d for d in folders if d not in listed_folders
-             and not any(f.startswith(d + os.sep) for f in foreign)]
-    return sorted(foreign + [d + "/" for d in shown])
+def record_folder(directory, checksums, contents=(), kind=MODEL_KIND):
+    """Record ``directory`` as it is now: the sha256 of the files ``checksums`` names and the content of
+    the JSON files ``contents`` names, in its manifest (written beside it and renamed over it, under
+    ``output_lock``). The files and folders the manifest listed stay listed, plus ``checksums``; a
+    folder without a manifest gets one listing those files only (what else it holds stays the user's,
+    so ``--force`` will not replace the folder). Returns the sha256 map recorded before ({} if none)."""
+    directory = os.path.abspath(directory)
+    with output_lock(directory):
+        old = read_manifest(directory)
+        new = manifest_of(directory, (old or {}).get("kind", kind), True, checksums, contents)
+        listed = set(old["files"]) if old else set()
+        new["files"] = sorted((listed | set(checksums)) & set(new["files"]))
+        if old is None:   # the model files lie at the top: none of its folders is albert_min's
+            new["folders"] = []
+        elif "folders" not in old:   # a manifest from before folders were listed stays so
+            del new["folders"]
+        else:
+            new["folders"] = old["folders"]
+        fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(MANIFEST_FILE, "tmp") + f"{os.getpid()}-", dir=directory)
+        os.close(fd)
+        try:
+            dump_manifest(new, tmp)
+            _finish_written(tmp)
+            os.replace(tmp, os.path.join(directory, MANIFEST_FILE))
+            _fsync_folder(directory)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(tmp)
+            raise
+    recorded = (old or {}).get("sha256")
+    return recorded if isinstance(recorded, dict) else {}
 
 
 def check_replaceable(target, overwrite=False, protect=()):
@@ -236,7 +204,7 @@ def check_replaceable(target, overwrite=False, protect=()):
     if os.listdir(target) and read_manifest(target) is None:
         raise OutputError(f"{target}: not a folder written by albert_min (no {MANIFEST_FILE}); "
                           "refusing to replace it - remove it yourself or choose another path")
-    foreign = _foreign_entries(target)
+    foreign = foreign_entries(target)
     if foreign:
         shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
         raise OutputError(f"{target}: holds files albert_min did not write ({shown}); refusing to replace it")
@@ -289,16 +257,16 @@ def recover_directory(target):
 
 
 @contextlib.contextmanager
-def atomic_directory(target, overwrite=False, protect=(), kind=MODEL_KIND, checksums=()):
+def atomic_directory(target, overwrite=False, protect=(), kind=MODEL_KIND, checksums=(), contents=()):
     """Yield a temporary folder; on success it replaces ``target`` (two renames), under ``output_lock``.
 
     Checks first that nothing but an albert_min folder would be replaced
     (``check_replaceable``; ``protect``: paths, e.g. the conversion source, that
     ``target`` must neither be nor contain). The finished folder gets the
     user's umask and a manifest (``MANIFEST_FILE``) listing its files, folders
-    and ``kind``, and the sha256 of the files named in ``checksums`` (relative paths the
-    block must write). On an exception the temporary folder is removed and ``target``
-    is untouched; after a crash, ``recover_directory`` (run here first)
+    and ``kind``, the sha256 of the files named in ``checksums`` (relative paths the
+    block must write) and the content of the JSON files named in ``contents``. On an
+    exception the temporary folder is removed and ``target`` is untouched; after a crash, ``recover_directory`` (run here first)
     completes or rolls back the swap.
     """
     target = os.path.abspath(target)
@@ -309,10 +277,10 @@ def atomic_directory(target, overwrite=False, protect=(), kind=MODEL_KIND, check
         check_replaceable(target, overwrite, protect)
         tmp = tempfile.mkdtemp(prefix=_temp_prefix(target, "tmp") + f"{os.getpid()}-", dir=parent)
         try:
-            _write_manifest(tmp, kind, complete=False)   # ours from the start, so a crash leaves a folder we may clean
+            write_manifest(tmp, kind, complete=False)   # ours from the start, so a crash leaves a folder we may clean
             yield tmp
             _finish_written(tmp)
-            _write_manifest(tmp, kind, complete=True, checksums=checksums)
+            write_manifest(tmp, kind, complete=True, checksums=checksums, contents=contents)
             old = None
             if os.path.exists(target):
                 old = tempfile.mkdtemp(prefix=_temp_prefix(target, "old") + f"{os.getpid()}-", dir=parent)
@@ -333,6 +301,27 @@ def atomic_directory(target, overwrite=False, protect=(), kind=MODEL_KIND, check
 
 
 # ------------------------------------------------------------------ files
+def _write_output_record(path, hashes):
+    """Write the record of ``path`` (its accepted sha256 values) atomically, beside it. A failure (a full
+    disk) is an OSError naming ``path``: the record is part of that output."""
+    record = {"written_by": "albert_min", "file": os.path.basename(path), "sha256": hashes,
+              "note": "what albert_min wrote; --force replaces the file only while it still has this sha256"}
+    fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(path, "tmp", ascii_only=True) + f"{os.getpid()}-",
+                               suffix=".record", dir=os.path.dirname(path))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(record, f, indent=1)
+            f.write("\n")
+        _finish_written(tmp)
+        os.replace(tmp, output_record_path(path))
+    except BaseException as err:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(tmp)
+        if isinstance(err, OSError) and err.strerror:
+            raise OSError(err.errno, err.strerror, path) from err
+        raise
+
+
 def check_file_target(path, kind, force=False, protect=()):
     """Raise ``OutputError`` unless writing the file ``path`` can lose nothing albert_min did not write.
 
@@ -342,7 +331,9 @@ def check_file_target(path, kind, force=False, protect=()):
     folder, and an existing path on the way that is not a folder. An existing
     file is refused without ``force``; with it, it is replaced only if it is a
     regular file (not a symlink, fifo or device) that ``kind`` recognises as
-    albert_min's. A user's own file, e.g. notes.txt, is never replaced: remove
+    albert_min's (a ``recorded`` kind: also that its record beside it, see
+    ``output_record_path``, holds its sha256: albert_min wrote it, nobody changed
+    it since). A user's own file, e.g. notes.txt, is never replaced: remove
     it or choose another path. Missing parent folders are fine: they are
     created when the file is written.
     """
@@ -373,9 +364,11 @@ def check_file_target(path, kind, force=False, protect=()):
     if not stat.S_ISREG(mode):
         what = "a symlink" if stat.S_ISLNK(mode) else "not a regular file"
         raise OutputError(f"{path}: is {what}; refusing to replace it - remove it yourself or choose another path")
-    if not kind.is_ours(path):
-        raise OutputError(f"{path}: not {kind.name}; refusing to replace it - remove it yourself "
-                          "or choose another path")
+    why_not = why_not_recorded(path, kind) if kind.recorded else None
+    if why_not is None and not kind.is_ours(path):
+        why_not = f"not {kind.name}"
+    if why_not:
+        raise OutputError(f"{path}: {why_not}; refusing to replace it - remove it yourself or choose another path")
 
 
 def remove_dead_temp_files(path):
@@ -406,17 +399,21 @@ def atomic_file(path, kind, force=False, protect=(), suffix=""):
     with output_lock(path):
         check_file_target(path, kind, force, protect)
         remove_dead_temp_files(path)
-        with replace_file(path, suffix) as tmp:
+        with replace_file(path, suffix, record=kind.recorded) as tmp:
             yield tmp
 
 
 @contextlib.contextmanager
-def replace_file(path, suffix=""):
+def replace_file(path, suffix="", record=False):
     """Yield a fresh temporary path beside ``path`` (``.NAME.tmp-PID-*SUFFIX``, a name no user file
     has); when the block ends without error, the file written there replaces ``path`` (fsync, the
     user's umask, ``os.replace``); on an exception it is removed and ``path`` is untouched. No
     checks and no lock: ``atomic_file`` adds them; callers that already hold a checked, locked
-    output (a task's prediction files) use this directly."""
+    output (a task's prediction files) use this directly.
+
+    ``record``: also record the new file's sha256 beside it (``output_record_path``; a ``recorded``
+    ``FileKind``). The record accepts the old file's sha256 too until the new file is in place, so
+    after a crash at any point the file there, old or new, is still recognised as albert_min's."""
     path = os.path.abspath(path)
     parent = os.path.dirname(path)
     fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(path, "tmp", ascii_only=True) + f"{os.getpid()}-",
@@ -425,7 +422,13 @@ def replace_file(path, suffix=""):
     try:
         yield tmp
         _finish_written(tmp)
+        if record:
+            new = sha256_of(tmp)
+            old = [h for h in output_record(path) if os.path.isfile(path) and h == sha256_of(path)]
+            _write_output_record(path, old + [new])
         os.replace(tmp, path)
+        if record:
+            _write_output_record(path, [new])
         _fsync_folder(parent)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

@@ -13,9 +13,11 @@ import difflib
 import json
 import math
 import os
+import sys
 from typing import Optional
 from ..common.errors import AlbertMinError
 from ..common.json_files import load_json
+from ..common.records import recorded_content
 
 ACTIVATIONS = ("gelu", "gelu_new", "relu", "tanh")
 GROUP_MAPPINGS = ("hf", "google")     # see modeling.loop_group
@@ -298,6 +300,44 @@ def read_json_object(path: str) -> dict:
 
 
 def load_config(path_or_dir: str) -> AlbertConfig:
-    """Load ``config.json`` from a file path or a model directory."""
+    """Load ``config.json`` from a file path or a model directory; if it changed since albert_min
+    wrote it (its folder's fingerprint keeps what was written), one note names each changed key."""
     path = os.path.join(path_or_dir, "config.json") if os.path.isdir(path_or_dir) else path_or_dir
-    return AlbertConfig.from_json_file(path)
+    data = read_json_object(path)
+    note_changes(path, data)
+    return AlbertConfig.from_dict(data, source=path)
+
+
+_NOTED_CHANGES = set()   # (config file, its content) already noted
+
+
+def _brief(value, limit=60):
+    text = "(absent)" if value is _ABSENT else json.dumps(value, ensure_ascii=False, sort_keys=True)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+_ABSENT = object()
+
+
+def config_changes(recorded: dict, data: dict) -> list:
+    """``["key old -> new", ...]``: each top-level key whose value differs between the two configs."""
+    return [f"{key} {_brief(recorded.get(key, _ABSENT))} -> {_brief(data.get(key, _ABSENT))}"
+            for key in dict.fromkeys([*recorded, *data]) if recorded.get(key, _ABSENT) != data.get(key, _ABSENT)]
+
+
+def note_changes(path, data: dict):
+    """A config.json edited after albert_min wrote it is allowed (id2label renamed, the shared layer
+    looped more times: a real ALBERT experiment), but said, once per content: one note on stderr
+    naming each changed key, old -> new."""
+    recorded = recorded_content(path)
+    if not isinstance(recorded, dict) or recorded == data:
+        return
+    key = (os.path.realpath(path), json.dumps(data, sort_keys=True, default=str))
+    if key in _NOTED_CHANGES:
+        return
+    _NOTED_CHANGES.add(key)
+    changes = config_changes(recorded, data)
+    if changes:
+        print(f"note: {path}: changed since albert_min wrote it: {'; '.join(changes)} (the model is built as it "
+              f"says now; python -m albert_min.fingerprint {os.path.dirname(os.path.abspath(path))} records "
+              "it as it is)", file=sys.stderr, flush=True)

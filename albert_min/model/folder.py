@@ -6,11 +6,18 @@ The weights are one file, in one of MindSpore's two checkpoint formats (``FORMAT
 ``load_checkpoint(format="safetensors")``, ``ckpt_to_safetensors`` and MindFormers read).
 A folder holding both is refused: which one is the model would be a guess.
 
-safetensors has no checksum of the file itself, so albert_min records the sha256 of the
-``model.safetensors`` it writes in the folder's manifest (``safe_output``) and checks it on
-every load: a flipped byte is a ``CheckpointError`` naming the file. A ``model.safetensors``
-albert_min did not write (no sha256 recorded, e.g. one saved by MindSpore itself) still loads,
-with a note saying so once; its MindSpore CRC, when it has one, is checked instead.
+The folder's files must belong together: a ``model.ckpt`` of another model with the same shapes
+(another vocabulary) passes every CRC and shape check and gives plausible, wrong numbers. So
+albert_min records its fingerprint when it writes a folder: the sha256 of every file, and the
+content of ``config.json``, in the folder's manifest (``safe_output``'s ``.albert_min.json``).
+Every load checks it: weights (here, ``read_checkpoint``) or a ``spiece.model`` (the tokenizer)
+that are not the ones written are a ``CheckpointError`` / ``TokenizerError`` naming the file and
+the folder; a ``config.json`` edited since (id2label, more loops of the shared layer) loads, with
+one note naming each changed key, old -> new (``model.config.load_config``). A folder without a
+fingerprint (written before albert_min recorded them, or not by albert_min; e.g. a
+``model.safetensors`` MindSpore saved) still loads, with one note saying so; its MindSpore CRC,
+when it has one, is checked. ``record_model_dir`` (``python -m albert_min.fingerprint DIR``)
+records a folder as it is now, after a change made on purpose.
 
 Parameter names are Hugging Face's full names (``albert.encoder...``, ``predictions.*``,
 ``sop_classifier.*``, ``classifier.*``) whatever class wrote them, so one folder can be
@@ -33,8 +40,8 @@ import numpy as np
 import mindspore as ms
 from ..common.errors import AlbertMinError
 from ..common.json_files import Field, read_json
-from ..common.checksums import sha256_of
-from ..common.safe_output import MANIFEST_FILE, atomic_directory, recorded_sha256
+from ..common.records import MANIFEST_FILE, check_recorded_sha256 as _check_sha256, read_manifest, recorded_sha256
+from ..common.safe_output import STATE_KIND, atomic_directory, record_folder
 
 CHECKPOINT_FILE = "model.ckpt"
 SAFETENSORS_FILE = "model.safetensors"
@@ -48,7 +55,8 @@ BACKBONE_PREFIX = "albert."
 # The parts a checkpoint may lack (a published checkpoint holds only the heads it was trained with).
 MODEL_PARTS = {"predictions.": "MLM head", "sop_classifier.": "SOP head", "classifier.": "classifier head",
                "qa_outputs.": "question-answering head", "albert.pooler.": "pooler"}
-_NOTED_UNRECORDED = set()   # model.safetensors files already noted as having no recorded sha256
+RECORDED_CONTENTS = (CONFIG_FILE,)          # JSON files whose content the fingerprint keeps, to name changed keys
+_NOTED_UNRECORDED = set()   # folders already noted as having no fingerprint
 
 
 class CheckpointError(AlbertMinError):
@@ -96,13 +104,14 @@ def model_arrays(model) -> dict:
 def write_model_dir(config, arrays, directory, weights_format="ckpt", spiece_model=None, overwrite=False,
                     extra_files=None, protect=()):
     """Write ``config`` + ``{full name: array}`` (+ tokenizer model and ``extra_files``: {name: writer(path)})
-    into ``directory`` atomically; ``weights_format``: one of ``FORMATS``. A ``model.safetensors`` gets its
-    sha256 recorded in the folder's manifest."""
+    into ``directory`` atomically; ``weights_format``: one of ``FORMATS``. The folder's manifest records its
+    fingerprint: the sha256 of every file written, and the content of ``config.json``."""
     if weights_format not in FORMATS:
         raise CheckpointError(f"weights format {weights_format!r} is not one of {', '.join(FORMATS)}")
     weights = WEIGHTS_FILES[weights_format]
-    checksums = (weights,) if weights_format == "safetensors" else ()   # .ckpt carries its own CRC
-    with atomic_directory(directory, overwrite=overwrite, protect=protect, checksums=checksums) as tmp:
+    checksums = (CONFIG_FILE, weights, *((SPIECE_FILE,) if spiece_model else ()), *(extra_files or {}))
+    with atomic_directory(directory, overwrite=overwrite, protect=protect, checksums=checksums,
+                          contents=RECORDED_CONTENTS) as tmp:
         config.to_json_file(os.path.join(tmp, CONFIG_FILE))
         write_checkpoint(arrays, os.path.join(tmp, weights))
         if spiece_model:
@@ -121,15 +130,50 @@ def save_model_dir(model, directory, spiece_model=None, overwrite=False, extra_f
 
 def check_recorded_sha256(path) -> bool:
     """True if the manifest of ``path``'s folder recorded a sha256 for it and the file still has it;
-    False if none was recorded; CheckpointError naming the file if it differs."""
-    recorded = recorded_sha256(path)
-    if recorded is None:
-        return False
-    if sha256_of(path) != recorded:
-        raise CheckpointError(f"{path}: corrupted or replaced: its sha256 differs from the one albert_min "
-                              f"recorded in {os.path.join(os.path.dirname(path), MANIFEST_FILE)} when it wrote "
-                              "the folder")
-    return True
+    False if none was recorded; CheckpointError naming the file and the folder if it differs."""
+    return _check_sha256(path, CheckpointError)
+
+
+def record_model_dir(directory) -> dict:
+    """Record the model folder ``directory`` as it is now (after a change made on purpose: a weights file
+    or tokenizer put in by hand, an edited config.json): the sha256 of its config.json, weights,
+    spiece.model and train.py's records, and config.json's content. Returns ``{file: "recorded" |
+    "unchanged" | "changed"}``, what each file is compared with the fingerprint before."""
+    if not os.path.isdir(directory):
+        raise FileNotFoundError(f"model folder not found: {directory}")
+    weights = os.path.basename(weights_file(directory))
+    config = os.path.join(directory, CONFIG_FILE)
+    if not os.path.isfile(config):
+        raise CheckpointError(f"{config}: not found; a model folder holds config.json")
+    read_json(config, {})   # JSON, or an error naming the file (AlbertConfig checks the rest on load)
+    names = [CONFIG_FILE, weights] + [n for n in (SPIECE_FILE, SETTINGS_FILE, TRAIN_METRICS_FILE)
+                                      if os.path.isfile(os.path.join(directory, n))]
+    before = record_folder(directory, names, RECORDED_CONTENTS)
+    after = (read_manifest(directory) or {}).get("sha256", {})
+    return {n: "recorded" if n not in before else "unchanged" if before[n] == after.get(n) else "changed"
+            for n in names}
+
+
+def _note_unrecorded(path):
+    """One note per folder without a fingerprint (a training state's own folder: none): what is and is
+    not checked, and how to record it."""
+    folder = os.path.dirname(os.path.abspath(path))
+    manifest = read_manifest(folder)
+    if manifest is not None and (manifest.get("kind") == STATE_KIND or isinstance(manifest.get("contents"), dict)):
+        return
+    if folder in _NOTED_UNRECORDED:
+        return
+    _NOTED_UNRECORDED.add(folder)
+    why = ("albert_min did not write it, or the folder lost its " + MANIFEST_FILE if manifest is None else
+           "its folder was written before albert_min recorded fingerprints")
+    if recorded_sha256(path) is not None:   # a model.safetensors albert_min wrote before fingerprints
+        what = f"its sha256 is checked, but its folder records none of its other files ({why})"
+    else:
+        what = f"no sha256 recorded for it or its folder's files ({why}), so only " + (
+            "its MindSpore CRC is checked" if path.endswith(".ckpt") or has_mindspore_crc(path) else
+            "its structure is checked: it has no MindSpore CRC, and a changed byte in a tensor would go unseen")
+    print(f"note: {path}: {what}, and not that {CONFIG_FILE}, {os.path.basename(path)} and {SPIECE_FILE} belong "
+          f"together; if they do, record them: python -m albert_min.fingerprint {folder}", file=sys.stderr, flush=True)
 
 
 def has_mindspore_crc(path) -> bool:
@@ -151,31 +195,23 @@ def written_by_mindspore(path) -> bool:
 
 
 def _checked_against_manifest(path) -> bool:
-    """For a ``model.safetensors``: True if its folder's manifest recorded its sha256 and the file
-    still has it; False (after a note, once per file) if none was recorded; CheckpointError if
-    it differs."""
-    if check_recorded_sha256(path):
-        return True
-    if os.path.realpath(path) not in _NOTED_UNRECORDED:
-        _NOTED_UNRECORDED.add(os.path.realpath(path))
-        has_crc = has_mindspore_crc(path)
-        print(f"note: {path}: no sha256 recorded for it (albert_min did not write it, or the folder lost its "
-              f"{MANIFEST_FILE}), so only "
-              + ("its MindSpore CRC is checked" if has_crc else
-                 "its structure is checked: it has no MindSpore CRC, and a changed byte in a tensor would go unseen"),
-              file=sys.stderr, flush=True)
-    return False
+    """True if its folder's manifest recorded the sha256 of the weights file ``path`` and the file
+    still has it; False if none was recorded; CheckpointError if it differs. A folder without a
+    fingerprint is noted, once."""
+    checked = check_recorded_sha256(path)
+    _note_unrecorded(path)
+    return checked
 
 
 def read_checkpoint(path) -> dict:
     """``{name: np.ndarray}`` from a MindSpore ``.ckpt`` or ``.safetensors``, with a clear error if
-    unreadable, corrupted (CRC, or the recorded sha256 of a ``.safetensors``) or not finite."""
+    unreadable, corrupted or replaced (the sha256 its folder recorded, else MindSpore's CRC) or not finite."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"checkpoint not found: {path}")
     fmt = checkpoint_format(path)
-    # .ckpt: checked by its CRC (files written without one, before albert_min wrote one, still load);
-    # .safetensors: by the recorded sha256, else by MindSpore's CRC if the file has one.
-    crc_check = fmt == "ckpt" or not _checked_against_manifest(path)
+    # The recorded sha256 first (it also tells another model's weights); then .ckpt: its CRC (files written
+    # without one, before albert_min wrote one, still load); .safetensors: MindSpore's CRC if it has one.
+    crc_check = not _checked_against_manifest(path) or fmt == "ckpt"
     # MindSpore logs its own (misleading: "may not have permission") error line before raising.
     from mindspore import log as ms_log
     ms_logger = ms_log._get_logger()   # pylint: disable=protected-access

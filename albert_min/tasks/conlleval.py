@@ -164,7 +164,7 @@ def write_columns(path, sentences):
                                  "read the wrong columns")
             lines.append(f"{word} {gold} {pred}\n")
         lines.append("\n")
-    write_text(path, "".join(lines))
+    write_text(path, "".join(lines), record=True)
 
 
 def is_written_columns(path):
@@ -182,4 +182,4 @@ def is_written_columns(path):
     return True
 
 
-COLUMNS_KIND = FileKind(PREDICTIONS, is_written_columns)   # what evaluate.py --force may replace
+COLUMNS_KIND = FileKind(PREDICTIONS, is_written_columns, recorded=True)   # what evaluate.py --force may replace

@@ -1,7 +1,7 @@
 """JSON in and out for the task modules: reading names the file (and line) of bad JSON and
 of text that is not Unicode, writing goes to a temporary file renamed over the target, so no
 reader sees half a file, and ``json_kind`` recognises a predictions file written so (what
-``evaluate.py --force`` may replace)."""
+``evaluate.py --force`` may replace: one whose record, written beside it, still holds its sha256)."""
 
 import json
 import os
@@ -29,12 +29,13 @@ def check_text(text, where):
     return text
 
 
-def write_text(path, text):
+def write_text(path, text, record=False):
     """Write ``text`` to ``path`` atomically (``safe_output.replace_file``: a temporary file of
     its own beside it, never a name a user's file may have, renamed over the target), first
-    removing the temporaries a killed writer left there."""
+    removing the temporaries a killed writer left there. ``record``: a predictions file, whose
+    sha256 is recorded beside it (``safe_output.output_record_path``) for ``--force`` to check."""
     remove_dead_temp_files(os.path.abspath(path))
-    with replace_file(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
+    with replace_file(path, record=record) as tmp, open(tmp, "w", encoding="utf-8") as f:
         f.write(text)
 
 
@@ -43,16 +44,18 @@ def json_text(obj):
     return json.dumps(obj, ensure_ascii=False, indent=2) + "\n"
 
 
-def write_json(path, obj):
-    """Write ``obj`` as indented JSON to ``path`` atomically."""
-    write_text(path, json_text(obj))
+def write_json(path, obj, record=False):
+    """Write ``obj`` as indented JSON to ``path`` atomically (``record``: as ``write_text``)."""
+    write_text(path, json_text(obj), record)
 
 
 # ---------------------------------------------------------- recognising what was written
 # The official prediction layouts (SQuAD's {id: answer}, conlleval's columns) have no room for
 # a mark of their own, so evaluate.py --force recognises its earlier output by its exact bytes:
 # what these writers write for the value read back, of the task's shape. A hand-made file, another
-# tool's (Google's and Hugging Face's SQuAD scripts indent by 4) or a data file is refused.
+# tool's (Google's and Hugging Face's SQuAD scripts indent by 4) or a data file is refused. And the
+# file must still have the sha256 recorded beside it when it was written (FileKind.recorded): a
+# user's file of the same layout, or evaluate.py's output edited since, is refused too.
 PREDICTIONS = "a predictions file evaluate.py wrote"   # FileKind.name, for messages
 MAX_BYTES = 64 << 20      # recognising reads at most this much: a bigger file is not one of ours
 
@@ -77,4 +80,4 @@ def json_kind(shape):
         except (ValueError, RecursionError):
             return False
         return value is not None and shape(value) and json_text(value) == text
-    return FileKind(PREDICTIONS, is_ours)
+    return FileKind(PREDICTIONS, is_ours, recorded=True)

@@ -21,7 +21,8 @@ class GlueTask(Task):
     """A task of the GLUE table in ``albert_min.tasks.glue_benchmark`` (``spec``: its layout, labels and metrics)."""
     model_class = "AlbertForSequenceClassification"
     head_prefixes = ("classifier.",)
-    prediction_kind = FileKind(PREDICTIONS, starts_with(PREDICTIONS_HEADER.encode()))   # it starts with the header
+    # it starts with the header, and its record beside it holds its sha256
+    prediction_kind = FileKind(PREDICTIONS, starts_with(PREDICTIONS_HEADER.encode()), recorded=True)
 
     def __init__(self, name: str):
         self.spec = glue.get_task(name)
@@ -118,4 +119,5 @@ class GlueTask(Task):
         else:
             names = glue.label_strings(self.spec, logits.shape[1])
             shown = [names[i] for i in logits.argmax(-1)]
-        write_text(path, PREDICTIONS_HEADER + "".join(f"{i}\t{p}\n" for i, p in zip(prepared.examples.index, shown)))
+        write_text(path, PREDICTIONS_HEADER + "".join(f"{i}\t{p}\n" for i, p in zip(prepared.examples.index, shown)),
+                   record=True)

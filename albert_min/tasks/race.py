@@ -181,7 +181,7 @@ def predictions_by_file(questions, predicted):
 
 def write_predictions(path, questions, predicted):
     """The prediction file as JSON, written to a temporary file and renamed."""
-    write_json(path, predictions_by_file(questions, predicted))
+    write_json(path, predictions_by_file(questions, predicted), record=True)
 
 
 def majority_option(questions):

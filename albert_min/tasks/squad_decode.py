@@ -186,8 +186,8 @@ def write_predictions(directory, predictions, version_2=False):
     Returns the paths written."""
     predictions = list(predictions)
     paths = [os.path.join(directory, "predictions.json")]
-    write_json(paths[0], {p.qid: p.text for p in predictions})
+    write_json(paths[0], {p.qid: p.text for p in predictions}, record=True)
     if version_2:
         paths.append(os.path.join(directory, "null_odds.json"))
-        write_json(paths[1], {p.qid: p.null_odds for p in predictions})
+        write_json(paths[1], {p.qid: p.null_odds for p in predictions}, record=True)
     return paths

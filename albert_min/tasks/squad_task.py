@@ -169,9 +169,9 @@ class SquadTask(Task):
         """predictions.json ``{id: answer}`` at ``path``; for v2.0 also ``null_odds.json``
         ``{id: null score - best span score}`` beside it (``null_odds_path``)."""
         answers = self.answers(prepared, outputs)
-        write_json(path, {p.qid: p.text for p in answers})
+        write_json(path, {p.qid: p.text for p in answers}, record=True)
         if self.version_2:
-            write_json(null_odds_path(path), {p.qid: p.null_odds for p in answers})
+            write_json(null_odds_path(path), {p.qid: p.null_odds for p in answers}, record=True)
 
     # ----------------------------------------------------------------- features
     def window_config(self, max_length):

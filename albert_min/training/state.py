@@ -59,8 +59,9 @@ def optimizer_state(model, optimizer) -> dict:
 
 def save_training_state(directory, model, optimizer, state: dict, tokenizer_file=None):
     """Weights, optimizer moments, ``state`` (counters, settings, input fingerprints) and the
-    tokenizer file in one atomic folder."""
-    with atomic_directory(directory, overwrite=True, kind=STATE_KIND) as tmp:
+    tokenizer file in one atomic folder; the sha256 of each is recorded, and checked when a resume reads it."""
+    checksums = (WEIGHTS_FILE, OPTIMIZER_FILE, STATE_FILE, *((TOKENIZER_FILE,) if tokenizer_file else ()))
+    with atomic_directory(directory, overwrite=True, kind=STATE_KIND, checksums=checksums) as tmp:
         write_checkpoint(model_arrays(model), os.path.join(tmp, WEIGHTS_FILE))
         write_checkpoint({name: p.asnumpy() for name, p in optimizer_state(model, optimizer).items()},
                          os.path.join(tmp, OPTIMIZER_FILE))
