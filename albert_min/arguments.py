@@ -5,7 +5,19 @@ side of --device (``use_device_flag``)."""
 
 import argparse
 import math
+import os
 import sys
+
+
+def command_name(module):
+    """The name --help and usage errors give the command: ``python -m albert_min.train`` when run
+    so (``module`` is the command module's ``__spec__.name``), else argparse's own (train.py in a
+    clone, albert-min-train installed)."""
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    if spec is not None and spec.name == module:
+        return f"python -m {module}"
+    return os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else None
 
 
 def _number(text, kind):

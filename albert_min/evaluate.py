@@ -35,7 +35,9 @@ from albert_min.common.device import add_device_flag
 # MindSpore logs WARNINGs (deprecations, compile-cache misses) to stderr; errors only, unless the user sets GLOG_v.
 os.environ.setdefault("GLOG_v", "3")
 
-WEIGHTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "weights")
+# The clone's committed model folders (beside albert_min/), else weights/ in the current folder (installed).
+_CLONE_WEIGHTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "weights")
+WEIGHTS = _CLONE_WEIGHTS if os.path.isdir(_CLONE_WEIGHTS) else "weights"
 TRAINING_METRICS = "train_metrics.json"   # what train.py records next to the model it keeps
 
 
@@ -91,7 +93,7 @@ def parse_args(argv=None):
 
 
 def build_parser():
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog=num.command_name("albert_min.evaluate"), description=__doc__.split("\n\n")[0])
     p.add_argument("--model", help="model folder (config.json, model.ckpt or model.safetensors, spiece.model) "
                                     "(default: none; lists the folders ready in weights/)")
     from albert_min.tasks import TASK_NAMES
@@ -178,6 +180,9 @@ def main(argv=None):
     args = parse_args(argv)
     if not args.model:
         sys.exit(how_to_get_a_model())
+    missing = missing_input(args)
+    if missing:
+        sys.exit(f"error: {missing}")
     args.device = num.use_device_flag(args.device)   # before any work
     from albert_min.common.errors import AlbertMinError, os_error_text
     from albert_min.common.safe_output import output_lock
@@ -188,13 +193,21 @@ def main(argv=None):
         sys.exit(f"error: {os_error_text(err)}")
 
 
+def missing_input(args):
+    """The model folder or data file not there, worded as its reader would ("model folder not found: …"),
+    else None: checked before MindSpore is imported (seconds), as a flag is."""
+    from albert_min.tasks.squad_task import article_range
+    if not os.path.isdir(args.model):
+        return f"model folder not found: {args.model}"
+    data = article_range(args.data)[0]
+    return None if os.path.exists(data) else f"data file not found: {data}"
+
+
 def evaluate(args):
     import numpy as np
     from albert_min.model.folder import CheckpointError
     from albert_min.tasks.data import DataError
     from albert_min.tasks import glue_benchmark as glue
-    if not os.path.isdir(args.model):
-        raise FileNotFoundError(f"model folder not found: {args.model}")
     from albert_min.model.folder import tokenizer_file
     tokenizer_file(args.model)                   # before any work: a converted TF checkpoint has none
     from albert_min.tasks import get_task, infer_task

@@ -47,10 +47,10 @@ os.environ.setdefault("GLOG_v", "3")
 from albert_min import arguments as num  # noqa: E402
 from albert_min.common.device import add_device_flag  # noqa: E402
 from albert_min.common.errors import AlbertMinError, os_error_text  # noqa: E402
-from albert_min.training.mixed_precision import needs_loss_scale  # noqa: E402
 from albert_min.training.run_config import ResumeError, RunConfig, flag_name, from_flat  # noqa: E402
 from albert_min.tasks import REGISTRY, TASK_NAMES, get_task, infer_task  # noqa: E402
-from albert_min.training.config import AMP_DTYPES, AMP_LEVELS, OPTIMIZERS, WEIGHTS_FORMATS, TrainingConfig  # noqa: E402
+from albert_min.training.config import (AMP_DTYPES, AMP_LEVELS, OPTIMIZERS, WEIGHTS_FORMATS, TrainingConfig,  # noqa: E402
+                                        needs_loss_scale)
 
 SIZE_FLAGS = ("embedding_size", "hidden_size", "layers", "heads", "intermediate_size", "sharing")
 PRETRAINING = tuple(name for name, (module, _, _) in REGISTRY.items() if module == "pretraining")
@@ -68,8 +68,8 @@ class DefaultsHelp(argparse.ArgumentDefaultsHelpFormatter):
 
 def build_parser(parser_class=argparse.ArgumentParser):
     run, cfg = RunConfig, TrainingConfig   # the defaults below are the dataclasses' own
-    p = parser_class(description=__doc__.split("\n\n")[0],
-                                formatter_class=DefaultsHelp)
+    p = parser_class(prog=num.command_name("albert_min.train"), description=__doc__.split("\n\n")[0],
+                     formatter_class=DefaultsHelp)
     p.add_argument("--task", choices=TASK_NAMES,
                    help="a GLUE task, squad / squad_v2, race or conll (default: from --train: a SQuAD .json, a "
                         "RACE folder, a CoNLL eng.* file, a GLUE folder's name, else cls: sentence<TAB>label); "
@@ -274,7 +274,9 @@ def check_settings(p, args):
 def default_max_length(p, args):
     """--max-length left out: the task's default (SQuAD 384, RACE 512, CoNLL 128, else RunConfig's),
     at most the positions of the --init / --config model (pretrained-small's 128)."""
-    length = getattr(get_task(args.task), "default_max_length", RunConfig.max_length)
+    # Pre-training's tasks have no length of their own (and their module imports MindSpore: not before --help).
+    length = RunConfig.max_length if args.task in PRETRAINING else getattr(get_task(args.task), "default_max_length",
+                                                                            RunConfig.max_length)
     source = args.init or args.config
     if source:
         from albert_min.model.config import ConfigError, load_config
@@ -320,8 +322,22 @@ def check_data_parallel(batch_size):
         sys.exit(2)
 
 
+def missing_input(args):
+    """The first input named on the command line that is not there, worded as its reader would
+    ("data file not found: …"), else None: checked before MindSpore is imported (seconds), as a flag is."""
+    from albert_min.tasks.squad_task import article_range
+    inputs = [(article_range(path)[0], os.path.exists, "data file") for path in (args.train, args.dev) if path]
+    inputs += [(path, os.path.isfile, "text file") for path in (args.text, *args.tokenizer_text) if path]
+    inputs += [(args.init, os.path.isdir, "model folder"), (args.config, os.path.isfile, "config file"),
+               (args.tokenizer, os.path.isfile, "SentencePiece model")]
+    return next((f"{what} not found: {path}" for path, exists, what in inputs if path and not exists(path)), None)
+
+
 def main(argv=None):
     settings, args, given = parse_flags(argv)
+    missing = missing_input(args)
+    if missing:
+        sys.exit(f"error: {missing}")
     if settings.data_parallel:
         check_data_parallel(settings.training.batch_size)
     num.use_device_flag(settings.device)   # before any work (and before msrun's init)

@@ -15,7 +15,8 @@ from ..tasks.data import read_tsv, text_lines
 from ..common.safe_output import OutputError, check_replaceable, output_lock, recover_directory
 from ..tasks import get_task
 from ..common.json_files import Field, check_fields
-from .state import TOKENIZER_FILE, file_fingerprint, read_state
+from ..common.checksums import file_fingerprint
+from .state import TOKENIZER_FILE, read_state
 
 
 def model_config_from_flags(settings, vocab_size=None):

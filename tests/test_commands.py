@@ -1,0 +1,135 @@
+"""The commands as a user meets them: train and evaluate from the installed package (python -m
+albert_min.train / albert_min.evaluate, the console scripts of setup.cfg) as well as train.py /
+evaluate.py from a clone; --help and bad flags or missing inputs answered before MindSpore is
+imported (it takes seconds), bounded against the time `import mindspore` takes in the same run."""
+
+import configparser
+import importlib
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import ROOT
+
+SST2_SMALL = os.path.join(ROOT, "weights", "sst2-small")
+
+# Runs a command in this interpreter as its own process would (a script by path, a module with -m),
+# then says whether MindSpore got imported: last line of stdout, after the command's own output.
+RUN_AND_REPORT = """
+import runpy, sys
+kind, target, *argv = sys.argv[1:]
+sys.argv = [target] + argv
+try:
+    if kind == "path":
+        runpy.run_path(target, run_name="__main__")
+    else:
+        runpy.run_module(target, run_name="__main__", alter_sys=True)
+except SystemExit as done:
+    code = done.code
+else:
+    code = 0
+if isinstance(code, str):   # sys.exit("error: ...") prints it, as the interpreter would
+    print(code, file=sys.stderr)
+print("\\nmindspore imported:", "mindspore" in sys.modules)
+sys.exit(code if isinstance(code, int) else 1)
+"""
+
+
+def run(kind, target, *argv):
+    """(exit status, stdout, stderr, seconds) of one command in a fresh interpreter."""
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", RUN_AND_REPORT, kind, target, *argv], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    return done.returncode, done.stdout, done.stderr, time.perf_counter() - start
+
+
+@pytest.fixture(scope="module")
+def import_mindspore_seconds():
+    """The time a fresh interpreter takes to `import mindspore` here, now (the better of two)."""
+    times = []
+    for _ in range(2):
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "import mindspore"], check=True, capture_output=True)
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+TRAIN, EVALUATE = ("path", "train.py"), ("path", "evaluate.py")
+FAST = {   # command -> (exit status, what stderr or stdout says)
+    "train --help": (TRAIN + ("--help",), 0, "--max-length"),
+    "python -m albert_min.train --help": (("module", "albert_min.train", "--help"), 0, "python -m albert_min.train"),
+    "train misspelt --task": (TRAIN + ("--task", "sst", "--output", "o"), 2, "invalid choice: 'sst'"),
+    "train unknown flag": (TRAIN + ("--epohcs", "2", "--output", "o"), 2, "unrecognized arguments: --epohcs"),
+    "train bad value": (TRAIN + ("--max-steps", "0", "--output", "o"), 2, "--max-steps: must be an integer >= 1"),
+    "train no --train": (TRAIN + ("--task", "sst2", "--output", "o"), 2, "--task sst2 needs --train"),
+    "train missing --train": (TRAIN + ("--train", "no/such.tsv", "--output", "o"), 1,
+                              "error: data file not found: no/such.tsv"),
+    "train missing --init": (TRAIN + ("--train", "evaluate.py", "--init", "no/such", "--output", "o"), 1,
+                             "error: model folder not found: no/such"),
+    "train missing --text": (TRAIN + ("--task", "sop", "--text", "no.txt", "--output", "o"), 1,
+                             "error: text file not found: no.txt"),
+    "evaluate --help": (EVALUATE + ("--help",), 0, "--model"),
+    "python -m albert_min.evaluate --help": (("module", "albert_min.evaluate", "--help"), 0,
+                                             "python -m albert_min.evaluate"),
+    "evaluate misspelt --task": (EVALUATE + ("--task", "sst"), 2, "invalid choice: 'sst'"),
+    "evaluate missing --model": (EVALUATE + ("--model", "no/such"), 1, "error: model folder not found: no/such"),
+    "evaluate missing --data": (EVALUATE + ("--model", SST2_SMALL, "--data", "no/such.tsv"), 1,
+                                "error: data file not found: no/such.tsv"),
+    "convert --help": (("module", "albert_min.convert", "--help"), 0, "python -m albert_min.convert"),
+    "export --help": (("module", "albert_min.export", "--help"), 0, "python -m albert_min.export"),
+}
+
+
+@pytest.mark.parametrize("name", FAST)
+def test_help_and_argument_errors_come_before_mindspore_is_imported(name, import_mindspore_seconds):
+    command, status, says = FAST[name]
+    code, out, err, seconds = run(*command)
+    assert code == status, (out, err)
+    assert says in out + err
+    assert out.rstrip().endswith("mindspore imported: False"), out[-300:]
+    if status:
+        assert len([line for line in err.splitlines() if "error:" in line]) == 1, err
+    # Well under the seconds MindSpore's import alone takes (0.6-0.9 s against 4.5-6 s measured on a loaded
+    # 2-core machine; train.py --help took 7.7 s when it imported MindSpore first).
+    assert seconds < 0.5 * import_mindspore_seconds, (seconds, import_mindspore_seconds)
+
+
+def test_train_and_evaluate_run_from_the_package_with_the_scripts_flags():
+    """python -m albert_min.train / .evaluate: the same parsers as train.py / evaluate.py (whose
+    top-level files only call them)."""
+    import evaluate
+    import train
+    from albert_min import evaluate as packaged_evaluate, train as packaged_train
+    assert train.main is packaged_train.main and evaluate.main is packaged_evaluate.main
+
+    def flags(parser):
+        return sorted(option for action in parser._actions for option in action.option_strings)
+    assert flags(train.build_parser()) == flags(packaged_train.build_parser())
+    assert "--max-length" in flags(packaged_train.build_parser())
+    assert "--model" in flags(packaged_evaluate.build_parser())
+
+
+def test_console_scripts_name_functions_that_exist():
+    """setup.cfg's entry points (albert-min-train, albert-min-evaluate) resolve to the commands' main."""
+    setup = configparser.ConfigParser()
+    setup.read(os.path.join(ROOT, "setup.cfg"))
+    scripts = dict(line.split(" = ") for line in setup["options.entry_points"]["console_scripts"].split("\n") if line)
+    assert set(scripts) == {"albert-min-train", "albert-min-evaluate"}
+    for name, target in scripts.items():
+        module, function = target.split(":")
+        assert callable(getattr(importlib.import_module(module), function)), name
+        assert module == "albert_min." + name.split("-")[-1]
+
+
+def test_python_m_albert_min_evaluate_scores_a_model():
+    """The packaged command end to end, as an installed user runs it (from another folder)."""
+    data = os.path.join(os.path.dirname(ROOT), "shared", "data", "sst2", "dev.tsv")
+    done = subprocess.run([sys.executable, "-m", "albert_min.evaluate", "--model", SST2_SMALL, "--data", data,
+                           "--quiet", "--json", "--no-compile-cache"],
+                          capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": ROOT}, cwd=os.path.dirname(ROOT))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert '"accuracy": 0.8142' in done.stdout
