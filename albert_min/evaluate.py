@@ -93,7 +93,8 @@ def parse_args(argv=None):
 
 
 def build_parser():
-    p = argparse.ArgumentParser(prog=num.command_name("albert_min.evaluate"), description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog=num.command_name("albert_min.evaluate"), description=__doc__.split("\n\n")[0],
+                                formatter_class=num.Help)
     p.add_argument("--model", help="model folder (config.json, model.ckpt or model.safetensors, spiece.model) "
                                     "(default: none; lists the folders ready in weights/)")
     from albert_min.tasks import TASK_NAMES
@@ -101,10 +102,11 @@ def build_parser():
                    help="a GLUE task's TSV in its official layout, a SQuAD .json (FILE.json:FIRST-LAST: its "
                         "articles FIRST to LAST), a RACE split or level folder, a CoNLL-2003 eng.* file "
                         "(default: %(default)s)")
-    p.add_argument("--task", choices=[n for n in TASK_NAMES if n not in ("sop", "nsp", "mlm")],
-                   help="the data's task: a GLUE task, or squad / squad_v2 (a SQuAD .json), race (a RACE split or "
-                        "level folder), conll (a CoNLL-2003 file) (default: from a GLUE folder's name, else cls: "
-                        "sentence<TAB>label)")
+    tasks = [n for n in TASK_NAMES if n not in ("sop", "nsp", "mlm")]
+    p.add_argument("--task", choices=tasks, metavar="TASK",
+                   help=f"one of {', '.join(tasks)}: the data's task: a GLUE task, cls (any sentence<TAB>label "
+                        "TSV), or squad / squad_v2 (a SQuAD .json), race (a RACE split or level folder), conll (a "
+                        "CoNLL-2003 file) (default: from a GLUE folder's name, else cls)")
     num.add_squad_flags(p, "what train.py used, else {}")
     p.add_argument("--batch-size", type=num.positive_int, default=64,
                    help="examples per forward pass at lengths of 64 and more; shorter buckets take more "
@@ -116,7 +118,8 @@ def build_parser():
                                     "index<TAB>prediction, SQuAD's predictions.json (v2.0: null_odds.json beside "
                                     "it), RACE's letters per file, conlleval's columns (default: none written)")
     p.add_argument("--force", action="store_true",
-                   help="replace an existing --output file that evaluate.py wrote, never an input or another file (default: refuse)")
+                   help="replace an existing --output file that evaluate.py wrote, never an input or another "
+                        "file (default: refuse)")
     p.add_argument("--json", action="store_true",
                    help="print the metrics as JSON, as fractions (0.8142; the table prints percent, 81.42), "
                         'marked "scale": "fraction"; undefined metrics are null (default: the table)')

@@ -56,24 +56,15 @@ SIZE_FLAGS = ("embedding_size", "hidden_size", "layers", "heads", "intermediate_
 PRETRAINING = tuple(name for name, (module, _, _) in REGISTRY.items() if module == "pretraining")
 
 
-class DefaultsHelp(argparse.ArgumentDefaultsHelpFormatter):
-    """--help shows every default value; flags whose default is "not given" (None, [], a switch) say
-    what that means in their own help."""
-
-    def _get_help_string(self, action):
-        if action.default is None or isinstance(action.default, (bool, list)):
-            return action.help
-        return super()._get_help_string(action)
-
-
 def build_parser(parser_class=argparse.ArgumentParser):
     run, cfg = RunConfig, TrainingConfig   # the defaults below are the dataclasses' own
     p = parser_class(prog=num.command_name("albert_min.train"), description=__doc__.split("\n\n")[0],
-                     formatter_class=DefaultsHelp)
-    p.add_argument("--task", choices=TASK_NAMES,
-                   help="a GLUE task, squad / squad_v2, race or conll (default: from --train: a SQuAD .json, a "
-                        "RACE folder, a CoNLL eng.* file, a GLUE folder's name, else cls: sentence<TAB>label); "
-                        "or pre-train with sop: MLM+SOP, nsp: MLM+NSP, mlm: MLM only")
+                     formatter_class=num.DefaultsHelp)
+    p.add_argument("--task", choices=TASK_NAMES, metavar="TASK",
+                   help=f"one of {', '.join(TASK_NAMES)}: a GLUE task, cls (any sentence<TAB>label TSV), "
+                        "squad / squad_v2, race or conll (default: from --train: a SQuAD .json, a RACE folder, a "
+                        "CoNLL eng.* file, a GLUE folder's name, else cls); or pre-train with sop: MLM+SOP, "
+                        "nsp: MLM+NSP, mlm: MLM only")
     p.add_argument("--train", help="training data in the task's official layout: a GLUE TSV, a SQuAD .json "
                                    "(FILE.json:FIRST-LAST: its articles FIRST to LAST), a RACE split or level "
                                    "folder (RACE/train, RACE/train/high), a CoNLL-2003 file (eng.train)")
@@ -100,8 +91,8 @@ def build_parser(parser_class=argparse.ArgumentParser):
                       help="cross-layer sharing (the paper's Table 4): one block looped L times (all), only "
                            "its attention or only its feed-forward part shared, or L separate layers (none)")
     p.add_argument("--dropout", type=num.probability, default=run.dropout,
-                   help="dropout of the hidden states, attention and classifier (None: 0.1 from scratch); "
-                        "given with --init or --config it replaces the config's")
+                   help="dropout of the hidden states, attention and classifier (default: the --init or --config "
+                        "model's, else 0.1); given with --init or --config it replaces the config's")
     p.add_argument("--epochs", type=num.positive_int, default=cfg.epochs, help="passes over the training data")
     p.add_argument("--batch-size", type=num.positive_int, default=cfg.batch_size,
                    help="examples per step; with --data-parallel the GLOBAL batch, split evenly over the workers")
@@ -125,19 +116,21 @@ def build_parser(parser_class=argparse.ArgumentParser):
                    help=f"tokens per example incl. [CLS]/[SEP] (default: the task's: squad 384, race 512, "
                         f"conll 128, else {run.max_length}; at most the --init or --config model's positions)")
     p.add_argument("--mask-prob", type=num.float_in(0.0, 1.0, low_open=True, high_open=True), default=None,
-                   help="pre-training: share of the pieces masked for the MLM loss (None: 0.15, as in BERT "
-                        "and ALBERT); held-out MLM accuracy is always measured at 0.15, so runs compare")
+                   help="pre-training: share of the pieces masked for the MLM loss (default: 0.15, as in "
+                        "BERT and ALBERT); held-out MLM accuracy is always measured at 0.15, so runs compare")
     num.add_squad_flags(p, "{}")
     p.add_argument("--max-steps", type=num.positive_int, default=cfg.max_steps,
-                   help="stop after this many steps; also the length of the LR schedule when shorter than --epochs")
+                   help="stop after this many steps; also the length of the LR schedule when shorter than --epochs "
+                        "(default: no limit, --epochs decides)")
     p.add_argument("--max-minutes", type=num.positive_float, default=cfg.max_minutes,
                    help="time budget: stop after this many minutes of training, evaluate, save the model and a "
-                        "resumable state (--resume continues mid-epoch)")
+                        "resumable state (--resume continues mid-epoch) (default: no limit)")
     p.add_argument("--eval-every", type=num.positive_int, default=cfg.eval_every,
-                   help="also evaluate (and keep the best) and save the training state every N steps")
+                   help="also evaluate (and keep the best) and save the training state every N steps (default: after "
+                        "every epoch only)")
     p.add_argument("--save-every", type=num.positive_int, default=cfg.save_every,
                    help="also save the resumable training state every N steps (it is always saved after "
-                        "every epoch); each save recompiles the train step once")
+                        "every epoch); each save recompiles the train step once (default: after every epoch only)")
     p.add_argument("--seed", type=num.seed, default=cfg.seed, help="weights, tokenizer, batches, dropout")
     p.add_argument("--resume", action="store_true",
                    help="continue the run saved in <output>.state with its own settings and tokenizer; only "
@@ -146,7 +139,9 @@ def build_parser(parser_class=argparse.ArgumentParser):
     p.add_argument("--format", choices=WEIGHTS_FORMATS, default=cfg.format,
                    help="the weights file of --output: model.ckpt, or MindSpore's model.safetensors (its sha256 "
                         "is recorded and checked on load); the training state is .ckpt either way")
-    p.add_argument("--force", action="store_true", help="overwrite an existing --output")
+    p.add_argument("--force", action="store_true",
+                   help="start again: replace the --output and <output>.state of an earlier run (a folder "
+                        "albert_min did not write is refused, with or without --force)")
     p.add_argument("--no-jit", dest="use_jit", action="store_false",
                    help="run in PyNative mode instead of a compiled graph")
     p.add_argument("--data-parallel", action="store_true",
@@ -240,6 +235,7 @@ def check_settings(p, args):
     """The checks between flags, and the typed config they make."""
     # --resume alone: the task is the saved run's, checked when its settings are read (resumed_settings)
     task_known = args.task is not None or not args.resume
+    task_given = args.task is not None
     if args.task is None:
         args.task = infer_task(args.train) if args.train else "cls"
     pretraining = args.task in PRETRAINING
@@ -247,7 +243,8 @@ def check_settings(p, args):
         args.max_length = default_max_length(p, args)
     if not args.resume:
         if not pretraining and not args.train:
-            p.error(f"--task {args.task} needs --train")
+            p.error(f"--task {args.task} needs --train" if task_given else
+                    "--train is needed: the data to fine-tune on (or pre-train: --task sop --text FILE)")
         if pretraining and not args.text:
             p.error(f"--task {args.task} needs --text")
     if pretraining and args.max_length < 5:

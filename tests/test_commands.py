@@ -133,3 +133,45 @@ def test_python_m_albert_min_evaluate_scores_a_model():
                           env={**os.environ, "PYTHONPATH": ROOT}, cwd=os.path.dirname(ROOT))
     assert done.returncode == 0, done.stderr[-2000:]
     assert '"accuracy": 0.8142' in done.stdout
+
+
+@pytest.mark.parametrize("command", [TRAIN, EVALUATE, ("module", "albert_min.convert"), ("module", "albert_min.export")])
+def test_help_wraps_at_100_columns_on_a_wide_terminal(command):
+    done = subprocess.run([sys.executable, "-c", RUN_AND_REPORT, *command, "--help"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "COLUMNS": "200"})
+    assert done.returncode == 0, done.stderr
+    width = max(len(line) for line in done.stdout.splitlines())
+    assert 80 <= width <= 100, width   # wide enough to use the terminal, never the 140-odd columns of before
+
+
+def flag_help(parser, flag):
+    """One flag's help text as --help prints it (defaults filled in), on one line."""
+    action = next(a for a in parser._actions if flag in a.option_strings)
+    return " ".join(parser._get_formatter()._expand_help(action).split())
+
+
+def test_help_says_each_default_and_what_force_does():
+    import train
+    parser = train.build_parser()
+    assert "None:" not in parser.format_help()
+    for flag, says in [("--dropout", "(default: the --init or --config model's, else 0.1)"),
+                       ("--mask-prob", "(default: 0.15, as in BERT and ALBERT)"),
+                       ("--max-steps", "(default: no limit, --epochs decides)"),
+                       ("--max-minutes", "(default: no limit)"), ("--eval-every", "(default: after every epoch only)"),
+                       ("--save-every", "(default: after every epoch only)"),
+                       ("--force", "a folder albert_min did not write is refused, with or without --force"),
+                       ("--task", "cls (any sentence<TAB>label TSV)")]:
+        assert says in flag_help(parser, flag), flag
+    convert = " ".join(subprocess.run([sys.executable, "-m", "albert_min.convert", "--help"], cwd=ROOT,
+                                      capture_output=True, text=True, timeout=300).stdout.split())
+    assert "Hugging Face's layout, for transformers (default: albert_min)" in convert
+    assert "checked on load) (default: ckpt)" in convert
+
+
+def test_no_task_and_no_train_error_names_train(capsys):
+    import train
+    with pytest.raises(SystemExit):
+        train.parse_args(["--output", "o"])
+    err = capsys.readouterr().err
+    assert "error: --train is needed: the data to fine-tune on (or pre-train: --task sop --text FILE)" in err
+    assert "cls" not in err.splitlines()[-1]
