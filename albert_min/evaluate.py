@@ -197,13 +197,14 @@ def main(argv=None):
 
 
 def missing_input(args):
-    """The model folder or data file not there, worded as its reader would ("model folder not found: …"),
+    """The model folder (or a checkpoint there not converted) or data file not there, worded as its reader would ("model folder not found: …"),
     else None: checked before MindSpore is imported (seconds), as a flag is."""
     from albert_min.tasks.squad_task import article_range
+    from albert_min.common.other_checkpoints import unconverted_checkpoint
     if not os.path.isdir(args.model):
         return f"model folder not found: {args.model}"
     data = article_range(args.data)[0]
-    return None if os.path.exists(data) else f"data file not found: {data}"
+    return unconverted_checkpoint(args.model) or (None if os.path.exists(data) else f"data file not found: {data}")
 
 
 def evaluate(args):

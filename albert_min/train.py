@@ -322,12 +322,14 @@ def check_data_parallel(batch_size):
 def missing_input(args):
     """The first input named on the command line that is not there, worded as its reader would
     ("data file not found: …"), else None: checked before MindSpore is imported (seconds), as a flag is."""
+    from albert_min.common.other_checkpoints import unconverted_checkpoint
     from albert_min.tasks.squad_task import article_range
     inputs = [(article_range(path)[0], os.path.exists, "data file") for path in (args.train, args.dev) if path]
     inputs += [(path, os.path.isfile, "text file") for path in (args.text, *args.tokenizer_text) if path]
     inputs += [(args.init, os.path.isdir, "model folder"), (args.config, os.path.isfile, "config file"),
                (args.tokenizer, os.path.isfile, "SentencePiece model")]
-    return next((f"{what} not found: {path}" for path, exists, what in inputs if path and not exists(path)), None)
+    missing = next((f"{what} not found: {path}" for path, exists, what in inputs if path and not exists(path)), None)
+    return missing or (unconverted_checkpoint(args.init) if args.init else None)
 
 
 def main(argv=None):

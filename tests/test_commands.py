@@ -175,3 +175,23 @@ def test_no_task_and_no_train_error_names_train(capsys):
     err = capsys.readouterr().err
     assert "error: --train is needed: the data to fine-tune on (or pre-train: --task sop --text FILE)" in err
     assert "cls" not in err.splitlines()[-1]
+
+
+def test_a_checkpoint_not_converted_says_how_to_convert_it(tmp_path):
+    """An HF download (pytorch_model.bin) or a Google TF release given as --model / --init / from_pretrained:
+    one error line that names the file and the convert command, not 'model.ckpt not found'."""
+    import shutil
+    from albert_min.model.folder import CheckpointError, weights_file
+    from albert_min.model.heads import AlbertForSequenceClassification
+    hf = os.path.join(ROOT, "tests", "fixtures", "tiny_sst2_hf")
+    tf = shutil.copytree(os.path.join(ROOT, "tests", "fixtures", "tiny_classifier_tf"), tmp_path / "tf")
+    convert = f"python -m albert_min.convert {hf} {hf}-albert_min"
+    code, out, err, _ = run(*EVALUATE, "--model", hf, "--data", os.path.join(hf, "dev64.tsv"))
+    assert code == 1 and f"holds pytorch_model.bin, a PyTorch (Hugging Face) checkpoint" in err and convert in err
+    assert out.rstrip().endswith("mindspore imported: False")
+    code, out, err, _ = run(*TRAIN, "--init", str(tf), "--train", os.path.join(hf, "dev64.tsv"), "--output", "o")
+    assert code == 1 and "a TensorFlow (Google) checkpoint" in err and f"python -m albert_min.convert {tf}" in err
+    with pytest.raises(CheckpointError, match="convert it first"):
+        weights_file(hf)
+    with pytest.raises(CheckpointError, match="holds albert_config.json"):
+        AlbertForSequenceClassification.from_pretrained(str(tf))

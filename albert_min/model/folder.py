@@ -34,6 +34,7 @@ import mindspore as ms
 from ..common.errors import AlbertMinError
 from ..common.json_files import Field, read_json
 from ..common.checksums import sha256_of
+from ..common.other_checkpoints import unconverted_checkpoint
 from ..common.safe_output import MANIFEST_FILE, atomic_directory, recorded_sha256
 
 CHECKPOINT_FILE = "model.ckpt"
@@ -74,6 +75,8 @@ def weights_file(directory) -> str:
         raise CheckpointError(f"{found[0]} and {found[1]}: a model folder holds one weights file, and this one holds "
                               "both; remove the one that is not the model")
     if not found:
+        if unconverted_checkpoint(directory):
+            raise CheckpointError(unconverted_checkpoint(directory))
         raise FileNotFoundError(f"checkpoint not found: {os.path.join(directory, CHECKPOINT_FILE)} "
                                 f"(nor {SAFETENSORS_FILE})")
     return found[0]
@@ -271,6 +274,8 @@ def tokenizer_file(model_dir, error=CheckpointError):
     """The folder's ``spiece.model``; when it has none (a converted TF checkpoint), an
     ``error`` (the caller's error class) naming the file and how to add it."""
     path = os.path.join(model_dir, SPIECE_FILE)
+    if not os.path.isfile(path) and unconverted_checkpoint(model_dir):
+        raise error(unconverted_checkpoint(model_dir))
     if not os.path.isfile(path):
         raise error(f"{path}: not found; this model folder has no tokenizer (a converted TF checkpoint has "
                     f"none). Add it: python -m albert_min.convert SRC {model_dir} --tokenizer spiece.model --force, "
