@@ -195,3 +195,30 @@ def test_a_checkpoint_not_converted_says_how_to_convert_it(tmp_path):
         weights_file(hf)
     with pytest.raises(CheckpointError, match="holds albert_config.json"):
         AlbertForSequenceClassification.from_pretrained(str(tf))
+
+
+def test_a_comma_separated_file_is_told_to_be_tab_separated(tmp_path):
+    from albert_min.tasks import get_task
+    from albert_min.tasks.data import DataError
+    csv = tmp_path / "reviews.csv"
+    csv.write_text("sentence,label\na gorgeous film,1\n")
+    with pytest.raises(DataError, match=r"reviews\.csv:1: .*the file must be tab-separated \(a TSV\), and this one "
+                                        r"has commas instead$"):
+        get_task("cls").read(str(csv))
+
+
+def test_an_undefined_dev_metric_is_shown_as_undefined_not_as_minus_one():
+    """CoLA's Matthews correlation of constant predictions is undefined: the Trainer ranks it as -1 but
+    says what it is ("saved ... (score -1.0000)" looked like a perfectly wrong model)."""
+    import numpy as np
+    from albert_min.tasks import get_task
+    from albert_min.tasks import glue_benchmark as glue
+    from albert_min.training.trainer import shown_score
+    constant = np.array([[1.0, 0.0]] * 4)
+    metrics = {f"dev_{k}": v for k, v in glue.evaluation_metrics(glue.TASKS["cola"], [0, 1, 1, 0], constant).items()}
+    score = get_task("cola").selection_score(metrics)
+    assert score == -1.0
+    assert shown_score(score, metrics) == ("score undefined: dev_matthews (one class predicted for every example); "
+                                           "ranked below any defined score")
+    assert shown_score(-1.0, {"dev_matthews": -1.0}) == "score -1.0000"   # a defined -1: every prediction wrong
+    assert shown_score(0.25, metrics) == "score 0.2500"

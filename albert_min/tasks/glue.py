@@ -43,6 +43,8 @@ class GlueTask(Task):
         looks = f"; its folder suggests --task {guessed}" if guessed not in ("cls", self.name) else ""
         with open(path, encoding="utf-8-sig", errors="replace") as f:
             header = f.readline().rstrip("\r\n").split("\t")
+        comma_separated = len(header) == 1 and "," in header[0]
+        looks += "; the file must be tab-separated (a TSV), and this one has commas instead" if comma_separated else ""
         return (f"{path}:1: does not match task {self.name}'s layout (columns "
                 f"{', '.join(c for c in (*self.spec.text_columns, self.spec.label_column) if c)}); "
                 f"its header is {header}{looks}")

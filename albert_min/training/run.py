@@ -144,7 +144,10 @@ def train_run(settings, resume=False, force=False):
         print(f"done: no dev set given, so nothing was scored; the last model (step {state['step']}) is in "
               f"{settings.training.output}")
     else:
-        print(f"done: best score {best}, model in {settings.training.output}")
+        from .trainer import shown_score
+        undefined = [r for r in state["history"] if shown_score(best, r).startswith("score undefined")]
+        print(f"done: best {shown_score(best, undefined[-1] if undefined else {})}, model in "
+              f"{settings.training.output}")
     return state
 
 
