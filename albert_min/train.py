@@ -241,6 +241,8 @@ def check_settings(p, args):
     pretraining = args.task in PRETRAINING
     if args.max_length is None:
         args.max_length = default_max_length(p, args)
+    else:
+        check_max_length(p, args)
     if not args.resume:
         if not pretraining and not args.train:
             p.error(f"--task {args.task} needs --train" if task_given else
@@ -268,20 +270,43 @@ def check_settings(p, args):
     return from_flat(flat)
 
 
+# The positions of a model trained from scratch without --config: ALBERT's and BERT's 512 (a longer
+# --max-length is a run that pads every batch towards it and runs out of memory, not a model).
+NEW_MODEL_POSITIONS = 512
+
+
+def model_positions(args):
+    """(max_position_embeddings, what it is, in words) of the model the run trains: the --init
+    folder's or the --config file's, else NEW_MODEL_POSITIONS; None where the config cannot be
+    read (reported by name where the model is built, after the flags are checked)."""
+    source = args.init or args.config
+    if not source:
+        return NEW_MODEL_POSITIONS, (f"the {NEW_MODEL_POSITIONS} positions of a model trained from scratch (ALBERT's; "
+                                     "a --config can give more)")
+    from albert_min.model.config import ConfigError, load_config
+    try:
+        positions = load_config(source).max_position_embeddings
+        return positions, f"{source}'s max_position_embeddings ({positions})"
+    except (ConfigError, OSError):
+        return None
+
+
 def default_max_length(p, args):
     """--max-length left out: the task's default (SQuAD 384, RACE 512, CoNLL 128, else RunConfig's),
     at most the positions of the --init / --config model (pretrained-small's 128)."""
     # Pre-training's tasks have no length of their own (and their module imports MindSpore: not before --help).
     length = RunConfig.max_length if args.task in PRETRAINING else getattr(get_task(args.task), "default_max_length",
                                                                             RunConfig.max_length)
-    source = args.init or args.config
-    if source:
-        from albert_min.model.config import ConfigError, load_config
-        try:
-            length = min(length, load_config(source).max_position_embeddings)
-        except (ConfigError, OSError):
-            pass   # reported by name where the model is built, after the flags are checked
-    return length
+    positions = model_positions(args) if args.init or args.config else None
+    return min(length, positions[0]) if positions else length
+
+
+def check_max_length(p, args):
+    """--max-length within the positions of the model the run trains: one error line, before any work
+    (MindSpore would try to allocate the batches of that length). A resumed run keeps its own."""
+    positions = None if args.resume else model_positions(args)
+    if positions and args.max_length > positions[0]:
+        p.error(f"--max-length {args.max_length} is more than {positions[1]}: pass at most {positions[0]}")
 
 
 def check_squad_options(p, args):

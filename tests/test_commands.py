@@ -71,6 +71,14 @@ FAST = {   # command -> (exit status, what stderr or stdout says)
                              "error: model folder not found: no/such"),
     "train missing --text": (TRAIN + ("--task", "sop", "--text", "no.txt", "--output", "o"), 1,
                              "error: text file not found: no.txt"),
+    "train --max-length past a new model's positions": (
+        TRAIN + ("--train", "evaluate.py", "--max-length", "100000", "--output", "o"), 2,
+        "error: --max-length 100000 is more than the 512 positions of a model trained from scratch (ALBERT's; "
+        "a --config can give more): pass at most 512"),
+    "train --max-length past --init's positions": (
+        TRAIN + ("--train", "evaluate.py", "--init", "weights/pretrained-small", "--max-length", "129", "--output", "o"),
+        2, "error: --max-length 129 is more than weights/pretrained-small's max_position_embeddings (128): "
+           "pass at most 128"),
     "evaluate --help": (EVALUATE + ("--help",), 0, "--model"),
     "python -m albert_min.evaluate --help": (("module", "albert_min.evaluate", "--help"), 0,
                                              "python -m albert_min.evaluate"),

@@ -9,7 +9,7 @@ import random
 import numpy as np
 
 from . import glue_benchmark as glue
-from .data import DataError, check_labels, encode_examples, pad_for_training
+from .data import DataError, check_labels, encode_examples, pad_for_training, padding_limit
 from ..common.safe_output import FileKind, starts_with
 from .base import Prepared, Task, finite_or_worst, shuffled_batches
 from .files import PREDICTIONS, write_text
@@ -87,8 +87,10 @@ class GlueTask(Task):
         pad_id = train.features["tokenizer"].pad_token_id
         labels = train.examples.labels
         dtype = np.float32 if self.spec.is_regression else np.int32
-        for idx in shuffled_batches([len(r) for r in ids], batch_size, random.Random(seed + epoch), parallel):
-            batch = pad_for_training([ids[i] for i in idx], [types[i] for i in idx], pad_id, train.max_length)
+        lengths = [len(r) for r in ids]
+        limit = padding_limit(lengths, train.max_length)   # the data's longest row, if shorter than --max-length
+        for idx in shuffled_batches(lengths, batch_size, random.Random(seed + epoch), parallel):
+            batch = pad_for_training([ids[i] for i in idx], [types[i] for i in idx], pad_id, limit)
             yield (*batch, np.array([labels[i] for i in idx], dtype))
 
     def loss_fn(self, model):
