@@ -234,3 +234,13 @@ def test_checking_a_module_that_is_imported_already_gives_no_runpy_warning():
         warnings.simplefilter("error")
         check_flags("module", "albert_min.convert", ["SRC", "DST", "--format", "safetensors"])
     assert "albert_min.convert" in sys.modules
+
+
+def test_readme_is_at_most_250_lines_and_shows_both_ways_to_run_the_commands():
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        text = f.read()
+    assert len(text.splitlines()) <= 250
+    readme = [p.id for p in SHELL_COMMANDS if p.id.startswith("README.md:")]
+    assert any(":train.py " in i for i in readme) and any(":albert_min.evaluate " in i for i in readme)
+    for name in ("python -m albert_min.train", "albert-min-train", "albert-min-evaluate", "`cls`"):
+        assert name in text, name
