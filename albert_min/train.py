@@ -114,7 +114,8 @@ def build_parser(parser_class=argparse.ArgumentParser):
                    help="--amp-dtype float16: the dynamic loss scale's starting value (halved on each overflow)")
     p.add_argument("--max-length", type=num.max_length,
                    help=f"tokens per example incl. [CLS]/[SEP] (default: the task's: squad 384, race 512, "
-                        f"conll 128, else {run.max_length}; at most the --init or --config model's positions)")
+                        f"conll 128, else {run.max_length}; at most the --init or --config model's positions, a new "
+                        f"model's {NEW_MODEL_POSITIONS})")
     p.add_argument("--mask-prob", type=num.float_in(0.0, 1.0, low_open=True, high_open=True), default=None,
                    help="pre-training: share of the pieces masked for the MLM loss (default: 0.15, as in "
                         "BERT and ALBERT); held-out MLM accuracy is always measured at 0.15, so runs compare")
