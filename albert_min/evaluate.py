@@ -35,9 +35,13 @@ from albert_min.common.device import add_device_flag
 # MindSpore logs WARNINGs (deprecations, compile-cache misses) to stderr; errors only, unless the user sets GLOG_v.
 os.environ.setdefault("GLOG_v", "3")
 
-# The clone's committed model folders (beside albert_min/), else weights/ in the current folder (installed).
-_CLONE_WEIGHTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "weights")
-WEIGHTS = _CLONE_WEIGHTS if os.path.isdir(_CLONE_WEIGHTS) else "weights"
+# In a clone (albert_min/ beside train.py, evaluate.py and weights/): its committed model folders, and the
+# commands as `python evaluate.py`; installed: weights/ in the current folder, `python -m albert_min.evaluate`.
+_CLONE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+IN_A_CLONE = os.path.isfile(os.path.join(_CLONE, "evaluate.py"))
+WEIGHTS = os.path.join(_CLONE, "weights") if IN_A_CLONE else "weights"
+EVALUATE, TRAIN = ("python evaluate.py", "python train.py") if IN_A_CLONE else \
+    ("python -m albert_min.evaluate", "python -m albert_min.train")
 TRAINING_METRICS = "train_metrics.json"   # what train.py records next to the model it keeps
 
 
@@ -54,11 +58,11 @@ def how_to_get_a_model(weights=WEIGHTS):
         record = training_record(folder) if has_weights else {}
         if isinstance(record.get("dev_accuracy"), float):   # a classifier train.py kept by its dev score
             task = f" on {record['task']}" if isinstance(record.get("task"), str) else ""
-            ready.append((f"python evaluate.py --model {os.path.relpath(folder)}",
+            ready.append((f"{EVALUATE} --model {os.path.relpath(folder)}",
                           f"(trained{task}: dev accuracy {100 * record['dev_accuracy']:.2f})"))
     if ready:
         width = max(len(command) for command, _ in ready)
-        lines += ["Ready in this clone (SST-2 dev is --data's default):"]
+        lines += [f"Ready in {'this clone' if IN_A_CLONE else os.path.relpath(weights)} (SST-2 dev is --data's default):"]
         lines += [f"  {command:<{width}}  {note}" for command, note in ready]
     output = os.path.join(os.path.relpath(weights), "sst2-mine")
     suffix = 1
@@ -68,12 +72,12 @@ def how_to_get_a_model(weights=WEIGHTS):
     lines += [
         "To make one:" if ready else "To get one:",
         "  * train a small one from scratch on SST-2 (about 20 min on 2 CPU cores), as the README does:",
-        "      python train.py --train ../shared/data/sst2/train.tsv --dev ../shared/data/sst2/dev.tsv "
+        f"      {TRAIN} --train ../shared/data/sst2/train.tsv --dev ../shared/data/sst2/dev.tsv "
         f"--dropout 0.2 --eval-every 300 --output {output}",
         "  * or convert a public ALBERT checkpoint fine-tuned on SST-2 (pytorch_model.bin,",
         "    model.safetensors or a TF model.ckpt-*), without torch or tensorflow:",
         "      python -m albert_min.convert path/to/checkpoint weights/albert-sst2",
-        "    (a pre-trained-only checkpoint must then be fine-tuned: train.py --init weights/DIR)"]
+        f"    (a pre-trained-only checkpoint must then be fine-tuned: {TRAIN} --init weights/DIR)"]
     return "\n".join(lines)
 
 

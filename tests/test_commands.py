@@ -230,3 +230,23 @@ def test_an_undefined_dev_metric_is_shown_as_undefined_not_as_minus_one():
                                            "ranked below any defined score")
     assert shown_score(-1.0, {"dev_matthews": -1.0}) == "score -1.0000"   # a defined -1: every prediction wrong
     assert shown_score(0.25, metrics) == "score 0.2500"
+
+
+def test_the_no_model_message_names_the_commands_as_this_user_runs_them(tmp_path):
+    """From a clone `python evaluate.py` / `python train.py`; installed (no evaluate.py beside the
+    package, weights/ in the user's folder) `python -m albert_min.evaluate` / `.train`."""
+    import shutil
+    import evaluate
+    assert "python evaluate.py --model" in evaluate.how_to_get_a_model() and evaluate.IN_A_CLONE
+    site = tmp_path / "site-packages"
+    shutil.copytree(os.path.join(ROOT, "albert_min"), site / "albert_min")
+    shutil.copytree(os.path.join(ROOT, "tokenizer"), site / "tokenizer")
+    user = tmp_path / "project"
+    shutil.copytree(SST2_SMALL, user / "weights" / "sst2-small")
+    done = subprocess.run([sys.executable, "-m", "albert_min.evaluate"], cwd=user, capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "PYTHONPATH": str(site)})
+    assert done.returncode == 1
+    assert "Ready in weights (SST-2 dev is --data's default):" in done.stderr
+    assert "python -m albert_min.evaluate --model weights/sst2-small " in done.stderr
+    assert "python -m albert_min.train --train ../shared/data/sst2/train.tsv" in done.stderr
+    assert "python evaluate.py" not in done.stderr and "python train.py" not in done.stderr
