@@ -360,11 +360,11 @@ def missing_input(args):
 
 def main(argv=None):
     settings, args, given = parse_flags(argv)
+    if settings.data_parallel:
+        check_data_parallel(settings.training.batch_size)
     missing = missing_input(args)
     if missing:
         sys.exit(f"error: {missing}")
-    if settings.data_parallel:
-        check_data_parallel(settings.training.batch_size)
     num.use_device_flag(settings.device)   # before any work (and before msrun's init)
     try:
         from albert_min.common.safe_output import output_lock
