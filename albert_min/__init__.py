@@ -11,9 +11,10 @@ The package is cut into layers, each a folder that imports only the layers below
 (``.importlinter`` at the repository root is the contract; ``lint-imports`` checks it, and
 docs/layout.md maps the old module paths to the new):
 
-    convert.py, export.py   python -m albert_min.convert / albert_min.export: the commands
+    train.py, evaluate.py   python -m albert_min.train / albert_min.evaluate (albert-min-train,
+    convert.py, export.py   albert-min-evaluate; train.py, evaluate.py in a clone), .convert, .export: the commands
+    arguments.py            the flag types of the commands
     fingerprint.py          python -m albert_min.fingerprint: record a model folder changed on purpose
-    arguments.py            the flag types of the commands, train.py and evaluate.py
     training/ | predict/    train and resume a model | a model folder as a function (``pipeline``)
     tasks/                  each task family: reading, features, loss, official metric; batched prediction
     checkpoints/            other libraries' checkpoints in and out: file formats, tensor names, HF export

@@ -5,7 +5,40 @@ side of --device (``use_device_flag``)."""
 
 import argparse
 import math
+import os
+import shutil
 import sys
+
+HELP_WIDTH = 100   # --help wraps at the terminal's width, but no wider: 140-column lines are hard to read
+
+
+def command_name(module):
+    """The name --help and usage errors give the command: ``python -m albert_min.train`` when run
+    so (``module`` is the command module's ``__spec__.name``), else argparse's own (train.py in a
+    clone, albert-min-train installed)."""
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    if spec is not None and spec.name == module:
+        return f"python -m {module}"
+    return os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else None
+
+
+class Help(argparse.HelpFormatter):
+    """argparse's help, at most ``HELP_WIDTH`` columns wide."""
+
+    def __init__(self, prog, indent_increment=2, max_help_position=24, width=None):
+        width = min(width or shutil.get_terminal_size().columns - 2, HELP_WIDTH)
+        super().__init__(prog, indent_increment, max_help_position, width)
+
+
+class DefaultsHelp(Help, argparse.ArgumentDefaultsHelpFormatter):
+    """--help shows every default value; flags whose default is "not given" (None, [], a switch) say
+    what that means in their own help."""
+
+    def _get_help_string(self, action):
+        if action.default is None or isinstance(action.default, (bool, list)):
+            return action.help
+        return super()._get_help_string(action)
 
 
 def _number(text, kind):

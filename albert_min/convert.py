@@ -25,7 +25,7 @@ import sys
 
 import numpy as np
 
-from .arguments import use_device_flag
+from .arguments import Help, use_device_flag
 from .model.config import AlbertConfig, ConfigError, read_json_object
 from .common.device import add_device_flag
 from .common.errors import AlbertMinError, OutputExistsError
@@ -314,7 +314,8 @@ def summary(report) -> str:
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m albert_min.convert", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m albert_min.convert", description=__doc__.split("\n\n")[0],
+                                     formatter_class=Help)
     parser.add_argument("src", help="pytorch_model.bin, model.safetensors, a sharded *.index.json, "
                                     "a TF checkpoint (prefix or .index), or a folder holding one")
     parser.add_argument("dst", help="output model folder")
@@ -327,13 +328,15 @@ def main(argv=None):
                              "30k-clean.model next to SRC; Google's TF releases keep it apart, as 30k-clean.model)")
     parser.add_argument("--to", choices=("albert_min", "hf"), default="albert_min",
                         help="albert_min: convert a public checkpoint SRC into a model folder; hf: write the "
-                             "model folder SRC in Hugging Face's layout, for transformers")
-    parser.add_argument("--classifier-class", choices=CLASSIFIER_CLASSES,
-                        help="with --to hf: the transformers class of a classifier.* head (its tensors look the "
-                             "same for all three; default AlbertForSequenceClassification)")
+                             "model folder SRC in Hugging Face's layout, for transformers (default: %(default)s)")
+    parser.add_argument("--classifier-class", choices=CLASSIFIER_CLASSES, metavar="CLASS",
+                        help=f"with --to hf: the transformers class of a classifier.* head, one of "
+                             f"{', '.join(CLASSIFIER_CLASSES)} (its tensors look the same for all three; "
+                             "default AlbertForSequenceClassification)")
     parser.add_argument("--format", choices=WEIGHTS_FORMATS, default="ckpt",
                         help="the weights file DST gets: model.ckpt, or MindSpore's model.safetensors "
-                             "(save_checkpoint(format='safetensors'); its sha256 is recorded and checked on load)")
+                             "(save_checkpoint(format='safetensors'); its sha256 is recorded and checked on load) "
+                             "(default: %(default)s)")
     parser.add_argument("--force", action="store_true", help="replace DST if it exists")
     add_device_flag(parser)
     args = parser.parse_args(argv)

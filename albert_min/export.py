@@ -39,7 +39,7 @@ import re
 import shutil
 import sys
 
-from .arguments import use_device_flag
+from .arguments import Help, use_device_flag
 from .common.device import add_device_flag
 from .common.errors import AlbertMinError
 
@@ -308,7 +308,8 @@ def make_inputs(model_dir, texts, text_pairs=None, mindir=None):
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(prog="python -m albert_min.export", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m albert_min.export", description=__doc__.split("\n\n")[0],
+                                formatter_class=Help)
     p.add_argument("model_dir", help="model folder (config.json, model.ckpt or model.safetensors)")
     p.add_argument("output", help="the .mindir file to write")
     p.add_argument("--backbone", action="store_true",

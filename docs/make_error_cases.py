@@ -380,7 +380,27 @@ def cases():
     issue_44_cache_environment_read_only(add, train, evaluate)
     issue_44_glue_files(add, train)
     issue_44_records(add, evaluate)
+    issue_46_newcomer(add, train, evaluate)
     return rows
+
+
+def issue_46_newcomer(add, train, evaluate):
+    """What a newcomer meets: a checkpoint not converted, a --max-length past the positions, a CSV."""
+    hf, tf = os.path.join(FIXTURES, "tiny_sst2_hf"), copy(os.path.join(FIXTURES, "tiny_classifier_tf"), "46b", "tf")
+    add("46a", "evaluate --model: a Hugging Face download (pytorch_model.bin, not converted)", evaluate(hf),
+        names=["pytorch_model.bin", "python -m albert_min.convert"])
+    add("46b", "train --init: a Google TF release (albert_config.json, model.ckpt-30.*)",
+        ["train.py", "--train", DEV, "--init", tf, "--output", p("46b", "out")],
+        names=["albert_config.json", "python -m albert_min.convert"])
+    add("46c", "train --max-length 100000 (a new model: 512 positions)",
+        ["train.py", "--train", DEV, "--max-length", "100000", "--output", p("46c", "out")], expect="usage",
+        names=["--max-length 100000", "512"])
+    add("46d", "train --init weights/pretrained-small --max-length 129 (its 128 positions)",
+        ["train.py", "--train", DEV, "--init", os.path.join(ROOT, "weights", "pretrained-small"), "--max-length", "129",
+         "--output", p("46d", "out")], expect="usage", names=["--max-length 129", "128"])
+    csv = write(p("46e", "reviews.csv"), "sentence,label\na gorgeous film,1\n")
+    add("46e", "evaluate --data: a comma-separated file", evaluate(SST2_SMALL, "--data", csv),
+        names=[csv, "tab-separated"])
 
 
 # ------------------------------------------------------------------ issue 28: devices this MindSpore was not built for

@@ -17,7 +17,7 @@ import pytest
 
 from albert_min.model import kernels
 from albert_min.model.config import AlbertConfig
-from albert_min.tasks.data import train_length
+from albert_min.tasks.data import padding_limit, train_length
 from albert_min.common.parallel import SingleProcess
 from albert_min.tasks import get_task
 from conftest import FIXTURES, ROOT
@@ -175,3 +175,23 @@ def test_a_memory_pool_the_caller_set_is_kept():
         "from albert_min.common.device import use_device; print(use_device('CPU'))"), ROOT],
         capture_output=True, text=True, timeout=300)
     assert out.returncode == 0 and out.stdout.split()[-1] == "CPU", out.stderr[-2000:]
+
+
+@pytest.mark.parametrize("name", ["sst2", "squad", "conll"])
+def test_short_data_is_padded_from_its_own_lengths_not_towards_max_length(name, tok, tmp_path):
+    """Issue 46: rows of a few pieces with --max-length 512 were padded to 64 at least (8 * 512 / 64),
+    and with --max-length 100000 to 12504. Now the longest row of the data sets the lengths' step
+    (``data.padding_limit``), still at most 8 lengths a run."""
+    make_file, options = TASKS[name]
+    task, max_length = get_task(name, **options), 512
+    examples = task.read(make_file(tmp_path))
+    task.configure_model(AlbertConfig(), examples)
+    prepared = task.prepare(examples, tok, max_length)
+    batches = list(task.train_batches(prepared, 0, 1, 0, SingleProcess()))
+    real = [int(b[2].reshape(-1, b[0].shape[-1]).sum(-1).max()) for b in batches]
+    longest = max(real)
+    assert longest < max_length
+    padded = [b[0].shape[-1] for b in batches]
+    assert padded == [train_length(n, padding_limit(real, max_length)) for n in real]
+    assert max(padded) == longest and len(set(padded)) <= 8
+    assert min(padded) < 8 * max_length // 64                      # the old floor, 64

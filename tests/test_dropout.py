@@ -187,7 +187,8 @@ def test_one_mindspore_thread_by_default_and_the_variable_only_with_the_kernels(
 
 
 def test_a_bad_thread_count_is_refused_by_name(library):
-    result = subprocess.run([sys.executable, "train.py", "--train", "x.tsv", "--output", "never"], cwd=ROOT,
+    data = os.path.join(ROOT, "tests", "fixtures", "tiny_sst2_hf", "dev64.tsv")   # there: a missing one is said first
+    result = subprocess.run([sys.executable, "train.py", "--train", data, "--output", "never"], cwd=ROOT,
                             capture_output=True, text=True, timeout=120, env=dict(os.environ, ALBERT_MIN_CPU_THREADS="two"))
     assert result.returncode == 2 and result.stderr.startswith("error: ALBERT_MIN_CPU_THREADS=two: not a thread count")
 

@@ -92,6 +92,10 @@ def test_squad_flags_reach_the_task_the_state_and_the_model_folder(squad_run, ca
     metrics = evaluate.main(["--model", out, "--data", squad_run["data"], "--task", "squad_v2", "--quiet", "--json"])
     assert metrics["f1"] == pytest.approx(recorded["dev_f1"], abs=1e-12)        # the trained windows and decoding
     assert metrics["best_f1"] == pytest.approx(recorded["dev_best_f1"], abs=1e-12)
+    assert metrics["seconds"] == round(metrics["seconds"], 1)                  # 39.0, not 38.99588028500057
+    capsys.readouterr()
+    evaluate.main(["--model", out, "--data", squad_run["data"], "--task", "squad_v2", "--quiet"])
+    assert re.search(r"^seconds +\d+\.\d$", capsys.readouterr().out, re.M)
     with pytest.raises(SystemExit, match=re.escape("error: doc_stride 30 is longer than the window")):
         evaluate.main(["--model", out, "--data", squad_run["data"], "--task", "squad_v2", "--doc-stride", "30"])
 

@@ -6,6 +6,7 @@ Layer: ``albert_min.common``, the bottom one (the layers: ``albert_min/__init__.
 """
 
 import hashlib
+import os
 
 
 def sha256_of(path) -> str:
@@ -15,3 +16,8 @@ def sha256_of(path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def file_fingerprint(path) -> dict:
+    """``{"size", "sha256"}`` of a file: what a resume compares to tell that an input changed."""
+    return {"size": os.path.getsize(path), "sha256": sha256_of(path)}

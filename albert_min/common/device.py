@@ -38,6 +38,7 @@ build under the cache folder, so neither has to reach up a layer for them.
 
 import argparse
 import os
+import sys
 
 from .environment import variable, whole_number
 from .errors import AlbertMinError
@@ -224,3 +225,26 @@ def default_compile_cache():
     that cannot be used is a notice where it is used), else ~/.cache/albert_min/compile."""
     default = os.path.join(os.path.expanduser("~"), ".cache", "albert_min", "compile")
     return variable(CACHE_ENVIRONMENT, os.path.expanduser, default=default)
+
+
+def under(path, root) -> bool:
+    """Whether ``path`` is ``root`` or a path inside it (None: no)."""
+    if not path:
+        return False
+    path, root = os.path.abspath(os.fsdecode(path)), os.path.abspath(root)
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+_UNUSABLE_CACHES = set()   # the cache folders this process has said it cannot use
+
+
+def cache_not_usable(root, err, what):
+    """One stderr line per process and cache folder that cannot be used (``err``, an OSError naming a
+    path under ``root``), saying ``what`` goes without it; True when it was said before (the kernels and
+    the compile cache both live under $ALBERT_MIN_CACHE: a bad one is reported once, not by each)."""
+    from .errors import os_error_text
+    if root in _UNUSABLE_CACHES:
+        return True
+    _UNUSABLE_CACHES.add(root)
+    print(f"albert_min: cache folder {root} not usable ({os_error_text(err)}): {what}", file=sys.stderr)
+    return False

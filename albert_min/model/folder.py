@@ -40,8 +40,10 @@ import numpy as np
 import mindspore as ms
 from ..common.errors import AlbertMinError
 from ..common.json_files import Field, read_json
+from ..common.checksums import sha256_of
 from ..common.records import MANIFEST_FILE, check_recorded_sha256 as _check_sha256, read_manifest, recorded_sha256
 from ..common.safe_output import STATE_KIND, atomic_directory, record_folder
+from ..common.other_checkpoints import unconverted_checkpoint
 
 CHECKPOINT_FILE = "model.ckpt"
 SAFETENSORS_FILE = "model.safetensors"
@@ -82,6 +84,8 @@ def weights_file(directory) -> str:
         raise CheckpointError(f"{found[0]} and {found[1]}: a model folder holds one weights file, and this one holds "
                               "both; remove the one that is not the model")
     if not found:
+        if unconverted_checkpoint(directory):
+            raise CheckpointError(unconverted_checkpoint(directory))
         raise FileNotFoundError(f"checkpoint not found: {os.path.join(directory, CHECKPOINT_FILE)} "
                                 f"(nor {SAFETENSORS_FILE})")
     return found[0]
@@ -307,6 +311,8 @@ def tokenizer_file(model_dir, error=CheckpointError):
     """The folder's ``spiece.model``; when it has none (a converted TF checkpoint), an
     ``error`` (the caller's error class) naming the file and how to add it."""
     path = os.path.join(model_dir, SPIECE_FILE)
+    if not os.path.isfile(path) and unconverted_checkpoint(model_dir):
+        raise error(unconverted_checkpoint(model_dir))
     if not os.path.isfile(path):
         raise error(f"{path}: not found; this model folder has no tokenizer (a converted TF checkpoint has "
                     f"none). Add it: python -m albert_min.convert SRC {model_dir} --tokenizer spiece.model --force, "

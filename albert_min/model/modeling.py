@@ -32,7 +32,8 @@ from mindspore import nn, ops, Parameter
 from mindspore.common.initializer import initializer, TruncatedNormal
 
 from . import kernels
-from .folder import BACKBONE_PREFIX, load_model_dir
+from .folder import BACKBONE_PREFIX, CheckpointError, load_model_dir
+from ..common.other_checkpoints import unconverted_checkpoint
 from .config import AlbertConfig, load_config
 
 
@@ -319,6 +320,8 @@ class PreTrainedMixin:
         """``allow_missing``: name prefixes that may be absent, e.g. ``("classifier.",)``."""
         if not os.path.isdir(model_dir):
             raise FileNotFoundError(f"model directory not found: {model_dir}")
+        if unconverted_checkpoint(model_dir):   # before config.json: a TF release has albert_config.json instead
+            raise CheckpointError(unconverted_checkpoint(model_dir))
         model = cls(config or load_config(model_dir))
         load_model_dir(model, model_dir, allow_missing)
         return model

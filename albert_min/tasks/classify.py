@@ -21,6 +21,7 @@ from mindspore import nn
 from tqdm import tqdm
 
 from ..common.checksums import sha256_of
+from ..common.device import cache_not_usable, under
 from ..common.errors import os_error_text
 from ..common.json_files import Field, JSONFileError, read_json
 from .data import encode_examples, eval_batches, pad_with_types
@@ -203,7 +204,10 @@ def compile_cache(root, model, shapes):
         if not os.access(path, os.R_OK | os.W_OK | os.X_OK):
             raise PermissionError(errno.EACCES, "not writable", path)
     except OSError as err:
-        print(f"albert_min: compile cache not used ({os_error_text(err)}); compiling without it", file=sys.stderr)
+        if under(err.filename, root):   # once per process and folder, also if the kernels said it first
+            cache_not_usable(root, err, "no compiled graphs kept")
+        else:
+            print(f"albert_min: compile cache not used ({os_error_text(err)}); compiling without it", file=sys.stderr)
         yield
         return
     ms.set_context(enable_compile_cache=True, compile_cache_path=path)

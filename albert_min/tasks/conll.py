@@ -19,7 +19,7 @@ import re
 
 import numpy as np
 
-from .data import DataError, pad_batch, text_lines, train_length
+from .data import DataError, pad_batch, padding_limit, text_lines, train_length
 from . import predicting
 from .base import IGNORE, Prepared, Task, finite_or_worst, shuffled_batches
 from .conlleval import COLUMNS_KIND, entities, evaluate, write_columns
@@ -240,8 +240,9 @@ class ConllTask(Task):
         except on each word's first piece."""
         features, pad_id = train.features["features"], train.features["tokenizer"].pad_token_id
         lengths = [len(r) for r in features.input_ids]
+        limit = padding_limit(lengths, train.max_length)   # the data's longest row, if shorter than --max-length
         for idx in shuffled_batches(lengths, batch_size, random.Random(seed + epoch), parallel):
-            yield batch(features, list(idx), pad_id, train.max_length)
+            yield batch(features, list(idx), pad_id, limit)
 
     def loss_fn(self, model):
         from .losses import make_token_loss_fn

@@ -246,6 +246,13 @@ def train_length(n, max_length):
     return min(-(-n // step) * step, max(n, max_length))
 
 
+def padding_limit(lengths, max_length):
+    """The ``max_length`` to give ``train_length`` for a training set whose rows have ``lengths``:
+    the run's ``max_length``, or the longest row where the data is shorter, so that rows of 20
+    pieces are not padded to 64 for a --max-length of 512 (still at most 8 lengths a run)."""
+    return min(max_length, max(lengths, default=max_length))
+
+
 def pad_for_training(rows, types, pad_id, max_length):
     """``pad_with_types`` to ``train_length`` of the longest row (``max_length``: the run's)."""
     return pad_with_types(rows, types, pad_id, length=train_length(max(len(r) for r in rows), max_length))

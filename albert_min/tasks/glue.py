@@ -8,7 +8,7 @@ import random
 import numpy as np
 
 from . import glue_benchmark as glue
-from .data import DataError, HeaderError, check_labels, encode_examples, pad_for_training
+from .data import DataError, HeaderError, check_labels, encode_examples, pad_for_training, padding_limit
 from ..common.safe_output import FileKind, starts_with
 from .base import Prepared, Task, finite_or_worst, shuffled_batches
 from .files import PREDICTIONS, write_text
@@ -39,6 +39,8 @@ class GlueTask(Task):
         ``header`` as the reader read it)."""
         guessed = glue.infer_task(path)
         looks = f"; its folder suggests --task {guessed}" if guessed not in ("cls", self.name) else ""
+        comma_separated = len(header) == 1 and "," in header[0]
+        looks += "; the file must be tab-separated (a TSV), and this one has commas instead" if comma_separated else ""
         return (f"{path}:1: does not match task {self.name}'s layout (columns "
                 f"{', '.join(c for c in (*self.spec.text_columns, self.spec.label_column) if c)}); "
                 f"its header is {header}{looks}")
@@ -81,8 +83,10 @@ class GlueTask(Task):
         pad_id = train.features["tokenizer"].pad_token_id
         labels = train.examples.labels
         dtype = np.float32 if self.spec.is_regression else np.int32
-        for idx in shuffled_batches([len(r) for r in ids], batch_size, random.Random(seed + epoch), parallel):
-            batch = pad_for_training([ids[i] for i in idx], [types[i] for i in idx], pad_id, train.max_length)
+        lengths = [len(r) for r in ids]
+        limit = padding_limit(lengths, train.max_length)   # the data's longest row, if shorter than --max-length
+        for idx in shuffled_batches(lengths, batch_size, random.Random(seed + epoch), parallel):
+            batch = pad_for_training([ids[i] for i in idx], [types[i] for i in idx], pad_id, limit)
             yield (*batch, np.array([labels[i] for i in idx], dtype))
 
     def loss_fn(self, model):

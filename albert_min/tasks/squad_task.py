@@ -15,7 +15,7 @@ import re
 
 import numpy as np
 
-from .data import DataError, pad_for_training
+from .data import DataError, pad_for_training, padding_limit
 from . import predicting, squad, squad_decode, squad_metric
 from .base import Prepared, Task, finite_or_worst, shuffled_batches
 from .files import json_kind, write_json
@@ -200,9 +200,11 @@ class SquadTask(Task):
         """Shuffled batches of windows: (input_ids, token_type_ids, attention_mask, start, end)."""
         ids, context, starts, ends = train.features.training()
         pad_id = train.features.tokenizer.pad_token_id
-        for idx in shuffled_batches([len(r) for r in ids], batch_size, random.Random(seed + epoch), parallel):
+        lengths = [len(r) for r in ids]
+        limit = padding_limit(lengths, train.max_length)   # the windows' longest, if shorter than --max-length
+        for idx in shuffled_batches(lengths, batch_size, random.Random(seed + epoch), parallel):
             types = [[0] * context[i] + [1] * (len(ids[i]) - context[i]) for i in idx]
-            yield (*pad_for_training([ids[i] for i in idx], types, pad_id, train.max_length), starts[idx], ends[idx])
+            yield (*pad_for_training([ids[i] for i in idx], types, pad_id, limit), starts[idx], ends[idx])
 
     def loss_fn(self, model):
         from .losses import make_qa_loss_fn

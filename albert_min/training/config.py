@@ -17,6 +17,14 @@ OPTIMIZERS = ("adamw", "lamb")
 WEIGHTS_FORMATS = ("ckpt", "safetensors")   # the model folder's model.ckpt or model.safetensors (checkpoint.FORMATS)
 AMP_LEVELS = ("O0", "O1", "O2", "O3")      # mindspore.amp.auto_mixed_precision's levels (training.mixed_precision)
 AMP_DTYPES = ("float16", "bfloat16")
+
+
+def needs_loss_scale(level: str, dtype: str) -> bool:
+    """float16 has 5 exponent bits: small gradients underflow and large ones overflow without a
+    loss scale. bfloat16 has float32's range and needs none."""
+    return level != "O0" and dtype == "float16"
+
+
 # May differ on --resume: they extend (or shorten) the run's budget, or only change what is shown.
 EXTENDABLE = ("epochs", "max_steps", "max_minutes")
 PRESENTATION = ("quiet", "report_to")

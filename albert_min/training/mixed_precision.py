@@ -29,6 +29,7 @@ from mindspore import amp
 
 from ..model import kernels
 from ..common.errors import AlbertMinError
+from .config import needs_loss_scale  # noqa: F401  (here since mixed precision began; config.py: no MindSpore)
 
 # The dynamic loss scale of float16 training: it starts at TrainingConfig.loss_scale (2**16), is halved
 # on every step whose gradients overflow (the step is skipped) and doubled after SCALE_WINDOW steps in a
@@ -39,12 +40,6 @@ SCALE_WINDOW = 1000
 
 class MixedPrecisionError(AlbertMinError):
     """A mixed-precision setting this device cannot run."""
-
-
-def needs_loss_scale(level: str, dtype: str) -> bool:
-    """float16 has 5 exponent bits: small gradients underflow and large ones overflow without a
-    loss scale. bfloat16 has float32's range and needs none."""
-    return level != "O0" and dtype == "float16"
 
 
 def check_device(level: str, dtype: str, device: str):

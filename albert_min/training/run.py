@@ -15,8 +15,9 @@ from ..tasks.data import read_tsv, text_lines
 from ..common.safe_output import OutputError, check_replaceable, output_lock, recover_directory
 from ..tasks import get_task
 from ..common.json_files import Field, check_fields
+from ..common.checksums import file_fingerprint
 from .metrics_log import tensorboard_writer_class
-from .state import TOKENIZER_FILE, file_fingerprint, read_state
+from .state import TOKENIZER_FILE, read_state
 
 
 def model_config_from_flags(settings, vocab_size=None):
@@ -146,7 +147,10 @@ def train_run(settings, resume=False, force=False):
         print(f"done: no dev set given, so nothing was scored; the last model (step {state['step']}) is in "
               f"{settings.training.output}")
     else:
-        print(f"done: best score {best}, model in {settings.training.output}")
+        from .trainer import shown_score
+        undefined = [r for r in state["history"] if shown_score(best, r).startswith("score undefined")]
+        print(f"done: best {shown_score(best, undefined[-1] if undefined else {})}, model in "
+              f"{settings.training.output}")
     return state
 
 

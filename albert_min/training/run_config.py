@@ -12,10 +12,10 @@ import dataclasses
 import os
 from typing import Optional
 
+from ..common.checksums import file_fingerprint
 from ..common.errors import AlbertMinError
 from ..tasks.squad_task import OPTION_DEFAULTS, article_range
 from .config import EXTENDABLE, PRESENTATION, TrainingConfig
-from .state import file_fingerprint
 
 
 # RunConfig's fields that are SquadTask's options (train.py refuses them for other tasks)

@@ -16,7 +16,6 @@ import mindspore as ms
 
 from ..model.folder import CheckpointError, load_arrays, model_arrays, read_checkpoint, write_checkpoint
 from ..common.json_files import Field, JSONFileError, check_fields, read_json
-from ..common.checksums import sha256_of
 from ..common.safe_output import STATE_KIND, atomic_directory, recover_directory
 
 STATE_FILE = "state.json"
@@ -41,11 +40,6 @@ CPU_SCHEMA = {"threads": Field(int, low=1, high=256),   # MindSpore's CPU kernel
               "kernels": Field(bool)}                 # albert_min.model.kernels' layers and dropout, or MindSpore's ops
 LOSS_SCALE_SCHEMA = {"scale": Field(float, low=1.0, high=3.4e38),     # the loss is multiplied by this
                      "counter": Field(int, low=0, high=1 << 31)}      # finite steps since the scale last grew
-
-
-def file_fingerprint(path) -> dict:
-    """``{"size", "sha256"}`` of a file: what a resume compares to tell that an input changed."""
-    return {"size": os.path.getsize(path), "sha256": sha256_of(path)}
 
 
 def optimizer_state(model, optimizer) -> dict:

@@ -283,6 +283,18 @@ class Trainer:
                                                           SETTINGS_FILE: lambda path: write_json(path, settings),
                                                           **self.metrics.files_for_save()},
                        weights_format=self.config.format)
-        print(f"saved {self.config.output} " + (f"(score {score:.4f})" if score is not None else
+        print(f"saved {self.config.output} " + (f"({shown_score(score, metrics)})" if score is not None else
                                                 f"(no dev set: the last model, step {self.state['step']})"),
               flush=True)
+
+
+def shown_score(score, metrics):
+    """"score 0.8142"; where the dev metric the model is kept by is undefined (CoLA's Matthews correlation
+    of constant predictions), which and why, rather than the -1 it ranks as."""
+    undefined = [k for k, v in metrics.items() if k.startswith("dev_") and v is None]
+    if score != -1.0 or not undefined:
+        return f"score {score:.4f}"
+    name = undefined[0]   # the task's metrics come first, the one it is kept by before the rest
+    why = (metrics.get("dev_notes") or {}).get(name[len("dev_"):])
+    return f"score undefined: {name}{f' ({why})' if why else ''}; ranked below any defined score"
+

@@ -88,7 +88,8 @@ def library():
 
 def built():
     """``library()`` ignoring ``mindspore_ops()``: the kernels' path where this process can use them."""
-    from ...common.device import applies_cpu_only_parts, current_device, default_compile_cache   # local import
+    from ...common.device import (applies_cpu_only_parts, cache_not_usable, current_device,  # local import
+                                  default_compile_cache, under)
     if not enabled() or not applies_cpu_only_parts(current_device()):
         return None
     root = default_compile_cache()
@@ -96,7 +97,10 @@ def built():
         try:
             path = library_path(root, notice=lambda line: print(f"albert_min: kernels: {line}", file=sys.stderr))
         except (KernelBuildError, OSError) as err:
-            print(f"albert_min: kernels not built ({os_error_text(err)}); using MindSpore's ops", file=sys.stderr)
+            if under(getattr(err, "filename", None), root):   # the cache folder: evaluate's graphs cannot go there either
+                cache_not_usable(root, err, "kernels not built (MindSpore's ops used), no compiled graphs kept")
+            else:
+                print(f"albert_min: kernels not built ({os_error_text(err)}); using MindSpore's ops", file=sys.stderr)
             path = None
         if path and not _loads(path):
             path = None
