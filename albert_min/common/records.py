@@ -94,8 +94,22 @@ def check_recorded_sha256(path, error=OutputError) -> bool:
     return True
 
 
+def files_named(directory, names):
+    """``names`` (relative paths in ``directory``), each folder among them replaced by the files below it
+    (a run's ``tensorboard/`` folder is recorded file by file)."""
+    files = []
+    for name in names:
+        path = os.path.join(directory, name)
+        if os.path.isdir(path) and not os.path.islink(path):
+            files += [os.path.join(name, below) for below in _entries(path)[0]]
+        else:
+            files.append(name)
+    return files
+
+
 def manifest_of(directory, kind, complete, checksums=(), contents=()):
     files, folders, _ = _entries(directory)
+    checksums = files_named(directory, checksums)
     manifest = {"written_by": "albert_min", "kind": kind, "complete": complete,
                 "files": [f for f in files if f != MANIFEST_FILE], "folders": folders}
     if checksums:

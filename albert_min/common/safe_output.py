@@ -64,7 +64,7 @@ from typing import Callable
 from .checksums import sha256_of
 from .portable import fsync_folder, process_alive
 from .output_lock import OutputError, OutputInUse, check_ancestors, lock_path, output_lock  # noqa: F401 (re-exported)
-from .records import (MANIFEST_FILE, check_recorded_sha256, dump_manifest, foreign_entries,  # noqa: F401 (re-exported)
+from .records import (MANIFEST_FILE, check_recorded_sha256, dump_manifest, files_named, foreign_entries,  # noqa: F401 (re-exported)
                       manifest_of, output_record, output_record_path, read_manifest, recorded_content,
                       recorded_sha256, why_not_recorded, write_manifest)
 
@@ -157,7 +157,7 @@ def record_folder(directory, checksums, contents=(), kind=MODEL_KIND):
         old = read_manifest(directory)
         new = manifest_of(directory, (old or {}).get("kind", kind), True, checksums, contents)
         listed = set(old["files"]) if old else set()
-        new["files"] = sorted((listed | set(checksums)) & set(new["files"]))
+        new["files"] = sorted((listed | set(files_named(directory, checksums))) & set(new["files"]))
         if old is None:   # the model files lie at the top: none of its folders is albert_min's
             new["folders"] = []
         elif "folders" not in old:   # a manifest from before folders were listed stays so
