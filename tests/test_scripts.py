@@ -49,8 +49,8 @@ def trained(tmp_path_factory):
 
 
 def test_training_writes_a_complete_model_folder(trained):
-    assert sorted(os.listdir(trained["output"])) == [".albert_min.json", "config.json", "model.ckpt", "spiece.model",
-                                                     "train_metrics.json", "training_settings.json"]
+    assert sorted(os.listdir(trained["output"])) == [".albert_min.json", "config.json", "metrics.jsonl", "model.ckpt",
+                                                     "spiece.model", "train_metrics.json", "training_settings.json"]
     assert os.path.isfile(os.path.join(trained["output"] + ".state", "optimizer.ckpt"))
     history = trained["state"]["history"]
     assert [h["epoch"] for h in history] == [1, 2, 3]
