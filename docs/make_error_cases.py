@@ -30,6 +30,7 @@ from checkpoint_writers import (opcode, torch_pickle, write_raw_safetensors, wri
 from test_safety import KILL_BETWEEN_RENAMES  # noqa: E402
 from test_scripts import TINY_MODEL  # noqa: E402
 from albert_min import convert as cv  # noqa: E402
+from albert_min.fingerprint import main as fingerprint  # noqa: E402
 from albert_min.checkpoints import formats  # noqa: E402
 from albert_min.model.folder import read_checkpoint, write_checkpoint  # noqa: E402
 from albert_min.common.safe_output import MANIFEST_FILE  # noqa: E402
@@ -371,6 +372,7 @@ def cases():
                                    ("14b", 3e38, "3e38 (finite; the outputs overflow)", ["non-finite outputs"])):
         write_checkpoint({**arrays, "classifier.weight": np.full_like(arrays["classifier.weight"], value)},
                          os.path.join(copy(SST2_SMALL, id, "m"), "model.ckpt"))
+        fingerprint([p(id, "m")])    # changed on purpose, so the folder's record accepts the new weights
         add(id, f"evaluate: classifier.weight {what}, written with save_checkpoint", evaluate(p(id, "m")), names=names)
     issue_24_outputs(add, evaluate, ev)
     issue_28_devices(add, train, evaluate)
@@ -933,18 +935,18 @@ def issue_44_cache_environment_read_only(add, train, evaluate):
         "code cached", argv + [p("44.1", "cached.tsv")], cwd=repo, env=cache, expect="ok", lines=("accuracy",),
         check=same_files(p("44.1", "cached.tsv"), p("44.1", "fresh.tsv")))
     # 2. Environment variables: each one albert_min reads, one error line naming it.
-    add("44.2a", "ALBERT_MIN_CPU_THREADS=² evaluate (a digit to str.isdigit, not to int())", evaluate(SST2_SMALL),
+    add("44.7enva", "ALBERT_MIN_CPU_THREADS=² evaluate (a digit to str.isdigit, not to int())", evaluate(SST2_SMALL),
         env={"ALBERT_MIN_CPU_THREADS": "²"}, expect="usage", names=["ALBERT_MIN_CPU_THREADS=²", "1 to 256"])
-    add("44.2b", "ALBERT_MIN_KERNELS=maybe train", train(p("44.2b", "out")), env={"ALBERT_MIN_KERNELS": "maybe"},
+    add("44.7envb", "ALBERT_MIN_KERNELS=maybe train", train(p("44.7envb", "out")), env={"ALBERT_MIN_KERNELS": "maybe"},
         expect="usage", names=["ALBERT_MIN_KERNELS=maybe", "on, 1, true, yes, off, 0, false, no"],
-        check=ends_listing(p("44.2b"), []))
-    add("44.2c", "ALBERT_MIN_CPU_THREADS=٣ convert (int() reads it as 3)", ["convert", PRE, p("44.2c", "out")],
+        check=ends_listing(p("44.7envb"), []))
+    add("44.7envc", "ALBERT_MIN_CPU_THREADS=٣ convert (int() reads it as 3)", ["convert", PRE, p("44.7envc", "out")],
         env={"ALBERT_MIN_CPU_THREADS": "٣"}, expect="usage", names=["ALBERT_MIN_CPU_THREADS"],
-        check=ends_listing(p("44.2c"), []))
-    add("44.2d", "MS_WORKER_NUM=two train --data-parallel (as if under msrun)", train(p("44.2d", "out"),
+        check=ends_listing(p("44.7envc"), []))
+    add("44.7envd", "MS_WORKER_NUM=two train --data-parallel (as if under msrun)", train(p("44.7envd", "out"),
         "--data-parallel"), env={"MS_WORKER_NUM": "two", "MS_SCHED_HOST": "127.0.0.1", "MS_SCHED_PORT": "1",
                                  "MS_ROLE": "MS_WORKER"}, expect="usage", names=["MS_WORKER_NUM=two"],
-        check=ends_listing(p("44.2d"), []))
+        check=ends_listing(p("44.7envd"), []))
     # 7. An output in a read-only folder (a read-only bind mount: root may write through chmod 555).
     folder = p("44.7", "ro", mkdir=True)
     if read_only_mount(folder):
