@@ -32,7 +32,7 @@ from mindspore import nn, ops, Parameter
 from mindspore.common.initializer import initializer, TruncatedNormal
 
 from . import kernels
-from .folder import BACKBONE_PREFIX, CheckpointError, load_model_dir
+from .folder import BACKBONE_PREFIX, CheckpointError, folder_tokenizer, load_model_dir
 from ..common.other_checkpoints import unconverted_checkpoint
 from .config import AlbertConfig, load_config
 
@@ -322,7 +322,9 @@ class PreTrainedMixin:
             raise FileNotFoundError(f"model directory not found: {model_dir}")
         if unconverted_checkpoint(model_dir):   # before config.json: a TF release has albert_config.json instead
             raise CheckpointError(unconverted_checkpoint(model_dir))
-        model = cls(config or load_config(model_dir))
+        config = config or load_config(model_dir)
+        folder_tokenizer(model_dir, config.vocab_size)   # its ids must fit the embedding table
+        model = cls(config)
         load_model_dir(model, model_dir, allow_missing)
         return model
 
