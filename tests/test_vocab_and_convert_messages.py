@@ -46,7 +46,7 @@ def test_convert_answers_a_bad_source_before_mindspore_is_imported(name, import_
 
 
 # ------------------------------------------------------------ tokenizer vs vocab_size
-def folder_with_a_bigger_tokenizer(tmp_path):
+def folder_with_a_bigger_tokenizer(tmp_path, spiece_model=BIG_TOKENIZER):
     """A model folder (vocab_size 120) written by albert_min's own writer, whose spiece.model has 2000
     pieces: its fingerprint is right, so only the vocabulary check can refuse it."""
     from albert_min.model.config import AlbertConfig
@@ -56,7 +56,7 @@ def folder_with_a_bigger_tokenizer(tmp_path):
                           num_attention_heads=2, intermediate_size=32, max_position_embeddings=64)
     folder = str(tmp_path / "model")
     write_model_dir(config, model_arrays(AlbertForSequenceClassification(config)), folder,
-                    spiece_model=BIG_TOKENIZER)
+                    spiece_model=spiece_model)
     return folder
 
 
@@ -88,3 +88,25 @@ def test_evaluate_says_one_line_for_a_tokenizer_bigger_than_the_vocabulary(tmp_p
     assert done.returncode == 1, done.stderr[-2000:]
     lines = done.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: {expected_message(folder)}"), done.stderr[-2000:]
+
+
+def train_error(*flags):
+    done = subprocess.run([sys.executable, "train.py", "--train", os.path.join(FIXTURES, "tiny_sst2_hf", "dev64.tsv"),
+                           "--max-steps", "1", *flags], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stderr[-2000:]
+    errors = [line for line in done.stderr.splitlines() if "error:" in line or "Traceback" in line]
+    assert len(errors) == 1, done.stderr[-2000:]
+    return errors[0]
+
+
+def test_train_init_names_the_folder_or_the_tokenizer_whose_pieces_do_not_fit(tmp_path):
+    """train.py --init DIR: the folder's own tokenizer, or --tokenizer FILE: said with the file and
+    the model it does not fit (was "the tokenizer has 2000 pieces but the model only 120")."""
+    folder = folder_with_a_bigger_tokenizer(tmp_path)
+    output = str(tmp_path / "out")
+    assert train_error("--init", folder, "--output", output).startswith(f"error: {expected_message(folder)}")
+    no_tokenizer = folder_with_a_bigger_tokenizer(tmp_path / "bare", spiece_model=None)
+    assert train_error("--init", no_tokenizer, "--tokenizer", BIG_TOKENIZER, "--output", output) == (
+        f"error: --tokenizer {BIG_TOKENIZER} has 2000 pieces, more than the vocab_size 120 of --init {no_tokenizer}: "
+        "ids from 120 on would have no embedding; pass the tokenizer that model was trained with")
+    assert not os.path.exists(output)

@@ -332,8 +332,13 @@ def folder_tokenizer(model_dir, vocab_size, error=CheckpointError):
         return None
     tokenizer = AlbertTokenizer(path)
     if tokenizer.vocab_size > vocab_size:
-        raise error(f"{model_dir}: its spiece.model has {tokenizer.vocab_size} pieces, more than the model's "
-                    f"vocab_size {vocab_size}: ids from {vocab_size} on have no embedding, so this tokenizer does "
-                    "not belong to this model; put back the spiece.model it was trained or converted with (a folder "
-                    "changed by hand: python -m albert_min.fingerprint DIR records it as it is, once it is right)")
+        raise error(too_many_pieces(model_dir, tokenizer.vocab_size, vocab_size))
     return tokenizer
+
+
+def too_many_pieces(model_dir, pieces, vocab_size):
+    """The message for a folder whose spiece.model has more ``pieces`` than its model's ``vocab_size``."""
+    return (f"{model_dir}: its spiece.model has {pieces} pieces, more than the model's vocab_size {vocab_size}: "
+            f"ids from {vocab_size} on have no embedding, so this tokenizer does not belong to this model; put back "
+            "the spiece.model it was trained or converted with (a folder changed by hand: python -m "
+            "albert_min.fingerprint DIR records it as it is, once it is right)")
