@@ -322,10 +322,9 @@ class PreTrainedMixin:
             raise FileNotFoundError(f"model directory not found: {model_dir}")
         if unconverted_checkpoint(model_dir):   # before config.json: a TF release has albert_config.json instead
             raise CheckpointError(unconverted_checkpoint(model_dir))
-        config = config or load_config(model_dir)
-        folder_tokenizer(model_dir, config.vocab_size)   # its ids must fit the embedding table
-        model = cls(config)
+        model = cls(config or load_config(model_dir))
         load_model_dir(model, model_dir, allow_missing)
+        folder_tokenizer(model_dir, model.config.vocab_size)   # its ids must fit the embedding table
         return model
 
 
