@@ -110,3 +110,17 @@ def test_train_init_names_the_folder_or_the_tokenizer_whose_pieces_do_not_fit(tm
         f"error: --tokenizer {BIG_TOKENIZER} has 2000 pieces, more than the vocab_size 120 of --init {no_tokenizer}: "
         "ids from 120 on would have no embedding; pass the tokenizer that model was trained with")
     assert not os.path.exists(output)
+
+
+def test_train_config_says_how_to_make_the_tokenizer_fit(tmp_path):
+    """train.py --config (vocab_size 120) with a bigger --tokenizer, or the tokenizer it trains: the
+    flag that makes them fit (was "the tokenizer has N pieces but the model only 120")."""
+    config = os.path.join(folder_with_a_bigger_tokenizer(tmp_path), "config.json")
+    output = str(tmp_path / "out")
+    assert train_error("--config", config, "--tokenizer", BIG_TOKENIZER, "--output", output) == (
+        f"error: --tokenizer {BIG_TOKENIZER} has 2000 pieces, more than the vocab_size 120 of --config {config}: "
+        "ids from 120 on would have no embedding; pass a tokenizer of at most 120 pieces, or a --config with "
+        "vocab_size 2000")
+    assert train_error("--config", config, "--output", output).endswith(
+        f"more than the vocab_size 120 of --config {config}: pass --vocab-size 120")
+    assert not os.path.exists(output)

@@ -121,8 +121,9 @@ def too_many_pieces_for(settings, pieces, vocab_size):
     model = f"--init {settings.init}" if settings.init else f"--config {settings.config}"
     if settings.tokenizer:
         return (f"--tokenizer {settings.tokenizer} has {pieces} pieces, more than the vocab_size {vocab_size} of "
-                f"{model}: ids from {vocab_size} on would have no embedding; pass the tokenizer that model was "
-                "trained with" + ("" if settings.init else f", or a --config with vocab_size {pieces}"))
+                f"{model}: ids from {vocab_size} on would have no embedding; "
+                + ("pass the tokenizer that model was trained with" if settings.init else
+                   f"pass a tokenizer of at most {vocab_size} pieces, or a --config with vocab_size {pieces}"))
     return (f"the tokenizer trained here has {pieces} pieces, more than the vocab_size {vocab_size} of {model}: "
             f"pass --vocab-size {vocab_size}")
 
