@@ -124,3 +124,15 @@ def test_train_config_says_how_to_make_the_tokenizer_fit(tmp_path):
     assert train_error("--config", config, "--output", output).endswith(
         f"more than the vocab_size 120 of --config {config}: pass --vocab-size 120")
     assert not os.path.exists(output)
+
+
+def test_a_source_the_os_will_not_read_is_said_with_its_reason(monkeypatch):
+    """A weights file without read permission (root, as here, reads any file: the OS refusal is simulated
+    where convert opens it)."""
+    from albert_min import convert as cv
+
+    def refuse(path, *args, **kwargs):
+        raise PermissionError(13, "Permission denied", path)
+    monkeypatch.setattr(cv, "open", refuse, raising=False)
+    args = cv.argparse.Namespace(to="albert_min", src=TINY_HF, dst="out", config=None, tokenizer=None, force=False)
+    assert cv.missing_input(args) == f"{os.path.join(TINY_HF, 'model.safetensors')}: Permission denied"
