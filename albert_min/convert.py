@@ -313,6 +313,32 @@ def summary(report) -> str:
     return "\n".join(lines)
 
 
+def missing_input(args):
+    """What makes the command fail at once, worded as its reader would, else None: SRC not there or
+    not readable (a folder holding no checkpoint, a file the OS will not open), --config or
+    --tokenizer not there, DST there without --force. Checked before MindSpore is imported (seconds),
+    as a flag is; what the files hold is checked when they are read."""
+    from .common.errors import os_error_text
+    if args.to == "hf":
+        if not os.path.isdir(args.src):
+            return f"model folder not found: {args.src}"
+    else:
+        try:
+            weights_path, fmt = find_weights(args.src)
+            with open(weights_path + ".index" if fmt == "tf" else weights_path, "rb") as f:
+                f.read(1)
+            config = args.config or find_config(weights_path, fmt)
+        except (AlbertMinError, OSError) as err:
+            return os_error_text(err)
+        if not os.path.isfile(config):
+            return f"config file not found: {config}"
+        if args.tokenizer and not os.path.isfile(args.tokenizer):
+            return f"SentencePiece model not found: {args.tokenizer}"
+    if os.path.exists(args.dst) and not args.force:
+        return f"{args.dst} already exists (pass --force to replace it)"
+    return None
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m albert_min.convert", description=__doc__.split("\n\n")[0],
                                      formatter_class=Help)
@@ -347,6 +373,10 @@ def main(argv=None):
         parser.error(f"{', '.join(import_only)}: only when reading a public checkpoint, not with --to hf")
     if args.to != "hf" and args.classifier_class:
         parser.error("--classifier-class: only with --to hf")
+    problem = missing_input(args)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 1
     use_device_flag(args.device)
     try:
         if args.to == "hf":

@@ -294,9 +294,10 @@ def make_inputs(model_dir, texts, text_pairs=None, mindir=None):
     arrays, for ``texts`` (and ``text_pairs``), with ``model_dir``'s tokenizer (spiece.model):
     truncated to the length the model was trained with and padded to the longest text.
     With ``mindir`` (the exported file), to its fixed --seq if it has one."""
-    from tokenizer import AlbertTokenizer
-    from .model.folder import training_max_length
-    tokenizer = AlbertTokenizer.from_pretrained(model_dir)
+    from .model.config import load_config
+    from .model.folder import folder_tokenizer, tokenizer_file, training_max_length
+    tokenizer_file(model_dir)   # the folder has one, else how to add it
+    tokenizer = folder_tokenizer(model_dir, load_config(model_dir).vocab_size)   # its ids fit the model's embeddings
     info = read_metadata(mindir) if mindir else {}
     seq = json.loads(info.get("input_shape", "[null, null]"))[1]
     max_length = seq or int(info.get("max_length", 0)) or training_max_length(model_dir)

@@ -383,6 +383,7 @@ def cases():
     issue_44_glue_files(add, train)
     issue_44_records(add, evaluate)
     issue_46_newcomer(add, train, evaluate)
+    issue_46_convert_and_vocabulary(add, evaluate)
     return rows
 
 
@@ -403,6 +404,24 @@ def issue_46_newcomer(add, train, evaluate):
     csv = write(p("46e", "reviews.csv"), "sentence,label\na gorgeous film,1\n")
     add("46e", "evaluate --data: a comma-separated file", evaluate(SST2_SMALL, "--data", csv),
         names=[csv, "tab-separated"])
+
+
+def issue_46_convert_and_vocabulary(add, evaluate):
+    """convert's missing or unreadable SRC before MindSpore is imported; a model folder whose spiece.model
+    has more pieces than its config's vocab_size (written by albert_min's writer, so its fingerprint is right)."""
+    from test_vocab_and_convert_messages import folder_with_a_bigger_tokenizer
+    add("46f", "convert: SRC missing", ["convert", p("46f", "no-such"), p("46f", "out")], names=[p("46f", "no-such")],
+        cost=True, check=ends_listing(p("46f", mkdir=True), []))
+    empty = p("46g", "src", mkdir=True)
+    add("46g", "convert: SRC a folder holding no checkpoint", ["convert", empty, p("46g", "out")], names=[empty],
+        cost=True, check=ends_listing(p("46g"), ["src"]))
+    model = folder_with_a_bigger_tokenizer(pathlib.Path(p("46h", mkdir=True)))
+    names = [model, "2000 pieces", "vocab_size 120", "python -m albert_min.fingerprint"]
+    add("46h", "evaluate: spiece.model of 2000 pieces, vocab_size 120", evaluate(model), names=names)
+    add("46i", "train --init: the same folder", ["train.py", "--train", DEV, "--init", model, "--max-steps", "1",
+                                                  "--output", p("46i", "out")], names=names)
+    add("46j", "export: the same folder", ["export", model, p("46j", "m.mindir")], names=names)
+    add("46k", "convert --to hf: the same folder", ["convert", "--to", "hf", model, p("46k", "hf")], names=names)
 
 
 # ------------------------------------------------------------------ issue 28: devices this MindSpore was not built for

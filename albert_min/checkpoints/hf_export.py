@@ -86,7 +86,8 @@ def export_hf(model_dir, dst, force=False, classifier_class=None) -> dict:
     """
     import numpy as np
     from safetensors.numpy import save_file
-    from ..model.folder import CONFIG_FILE, SPIECE_FILE, check_recorded_sha256, read_checkpoint, weights_file
+    from ..model.folder import (CONFIG_FILE, SPIECE_FILE, check_recorded_sha256, folder_tokenizer, read_checkpoint,
+                                weights_file)
     from .names import CLASSIFIER_CLASSES, HEADS, model_classes
     from ..common.safe_output import atomic_directory
     if os.path.exists(dst) and not force:
@@ -105,6 +106,7 @@ def export_hf(model_dir, dst, force=False, classifier_class=None) -> dict:
     spiece = spiece if os.path.isfile(spiece) else None
     if spiece:
         check_recorded_sha256(spiece)   # the tokenizer albert_min wrote with these weights, not another model's
+        folder_tokenizer(model_dir, config.vocab_size, ConversionError)   # and its ids fit the embeddings
     with atomic_directory(dst, overwrite=force, protect=(model_dir,), kind="hf-model") as tmp:
         with open(os.path.join(tmp, CONFIG_FILE), "w", encoding="utf-8") as f:
             json.dump(hf_config(config, architectures), f, indent=2, sort_keys=True)

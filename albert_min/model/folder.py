@@ -318,3 +318,27 @@ def tokenizer_file(model_dir, error=CheckpointError):
                     f"none). Add it: python -m albert_min.convert SRC {model_dir} --tokenizer spiece.model --force, "
                     f"or copy the checkpoint's spiece.model (30k-clean.model in Google's releases) into {model_dir}")
     return path
+
+
+def folder_tokenizer(model_dir, vocab_size, error=CheckpointError):
+    """The folder's tokenizer (its ``spiece.model``; None when it has none), checked against the
+    ``vocab_size`` of the model it goes with: a tokenizer with more pieces gives ids past the embedding
+    table, and MindSpore's gather then fails deep inside a graph. Every loader of a model folder checks it
+    here (``from_pretrained``, ``export.make_inputs``, ``--to hf``): an ``error`` (the caller's class)
+    naming the folder, both numbers and what to do."""
+    from tokenizer import AlbertTokenizer
+    path = os.path.join(model_dir, SPIECE_FILE)
+    if not os.path.isfile(path):
+        return None
+    tokenizer = AlbertTokenizer(path)
+    if tokenizer.vocab_size > vocab_size:
+        raise error(too_many_pieces(model_dir, tokenizer.vocab_size, vocab_size))
+    return tokenizer
+
+
+def too_many_pieces(model_dir, pieces, vocab_size):
+    """The message for a folder whose spiece.model has more ``pieces`` than its model's ``vocab_size``."""
+    return (f"{model_dir}: its spiece.model has {pieces} pieces, more than the model's vocab_size {vocab_size}: "
+            f"ids from {vocab_size} on have no embedding, so this tokenizer does not belong to this model; put back "
+            "the spiece.model it was trained or converted with (a folder changed by hand: python -m "
+            "albert_min.fingerprint DIR records it as it is, once it is right)")

@@ -32,7 +32,7 @@ from mindspore import nn, ops, Parameter
 from mindspore.common.initializer import initializer, TruncatedNormal
 
 from . import kernels
-from .folder import BACKBONE_PREFIX, CheckpointError, load_model_dir
+from .folder import BACKBONE_PREFIX, CheckpointError, folder_tokenizer, load_model_dir
 from ..common.other_checkpoints import unconverted_checkpoint
 from .config import AlbertConfig, load_config
 
@@ -324,6 +324,7 @@ class PreTrainedMixin:
             raise CheckpointError(unconverted_checkpoint(model_dir))
         model = cls(config or load_config(model_dir))
         load_model_dir(model, model_dir, allow_missing)
+        folder_tokenizer(model_dir, model.config.vocab_size)   # its ids must fit the embedding table
         return model
 
 

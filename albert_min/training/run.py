@@ -113,6 +113,21 @@ def build_tokenizer(settings, task, examples, workdir, resume):
     return AlbertTokenizer(path), path
 
 
+def too_many_pieces_for(settings, pieces, vocab_size):
+    """The message for a tokenizer whose ids run past the embeddings of the model --init or --config gives."""
+    from ..model.folder import too_many_pieces
+    if settings.init and not settings.tokenizer:   # the --init folder's own spiece.model
+        return too_many_pieces(settings.init, pieces, vocab_size)
+    model = f"--init {settings.init}" if settings.init else f"--config {settings.config}"
+    if settings.tokenizer:
+        return (f"--tokenizer {settings.tokenizer} has {pieces} pieces, more than the vocab_size {vocab_size} of "
+                f"{model}: ids from {vocab_size} on would have no embedding; "
+                + ("pass the tokenizer that model was trained with" if settings.init else
+                   f"pass a tokenizer of at most {vocab_size} pieces, or a --config with vocab_size {pieces}"))
+    return (f"the tokenizer trained here has {pieces} pieces, more than the vocab_size {vocab_size} of {model}: "
+            f"pass --vocab-size {vocab_size}")
+
+
 def build_model(task, config, settings):
     from ..model import heads
     cls = getattr(heads, task.model_class)
@@ -169,8 +184,7 @@ def run_task(settings, resume, parallel, workdir):
         print(line, flush=True)
     tokenizer, tokenizer_file = build_tokenizer(settings, task, train_examples, workdir, resume)
     if (settings.init or settings.config) and model_config.vocab_size < tokenizer.vocab_size:
-        raise ConfigError(f"the tokenizer has {tokenizer.vocab_size} pieces but the model only "
-                          f"{model_config.vocab_size}")
+        raise ConfigError(too_many_pieces_for(settings, tokenizer.vocab_size, model_config.vocab_size))
     if not (settings.init or settings.config):
         model_config.vocab_size = tokenizer.vocab_size
     task.configure_model(model_config, train_examples)
