@@ -22,7 +22,8 @@ from types import SimpleNamespace
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # tests/ for its helpers package; the test folders whose constants the cases reuse
-sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")] + [os.path.join(ROOT, "tests", d) for d in ("scripts", "tasks", "common")]
+sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")] + [os.path.join(ROOT, "tests", folder)
+                                                    for folder in ("scripts", "tasks", "common")]
 
 import numpy as np  # noqa: E402
 

@@ -59,8 +59,14 @@ def test_race_options_through_the_multiple_choice_head(tok):
                           ["young", "old", "red", "big"], 1)
     ids, types, mask, labels = race.batch(race.encode_all(tok, [q, q], max_length=32), [1, 1], tok.pad_token_id)
     logits = model(*tensors(ids, types, mask)).asnumpy()
-    assert logits.shape == (2, 4)
-    assert race.accuracy([q, q], logits.argmax(-1))["all"] in (0.0, 100.0)
+    assert logits.shape == (2, 4) and labels.tolist() == [1, 1]
+    # the same question twice: the same logits, so the accuracy is 0 or 100 by whether option 1 wins, on every level
+    np.testing.assert_allclose(logits[0], logits[1], rtol=0, atol=1e-6)
+    predicted = logits.argmax(-1)
+    expected = 100.0 if predicted[0] == 1 else 0.0
+    assert race.accuracy([q, q], predicted) == {"all": expected, "high": expected}
+    assert race.accuracy([q, q], [1, 1]) == {"all": 100.0, "high": 100.0}
+    assert race.accuracy([q, q], [1, 0]) == {"all": 50.0, "high": 50.0}
 
 
 def test_conll_sentences_through_the_token_classification_head(tok):
