@@ -51,7 +51,7 @@ class ExportError(AlbertMinError):
 
 
 # ModelProto's top-level fields (mindspore/train/mind_ir.proto) -> protobuf wire type: 0 varint, 2 bytes.
-# tests/test_export.py checks this against MindSpore's own descriptor.
+# tests/scripts/test_export.py checks this against MindSpore's own descriptor.
 MODEL_PROTO_FIELDS = {1: 2, 2: 2, 3: 2, 4: 2, 5: 2, 6: 2, 7: 2, 8: 2, 9: 2, 10: 0, 11: 2, 12: 2, 13: 0, 14: 2}
 GRAPH_FIELD, USER_INFO_FIELD = 7, 14
 MAX_TOP_LEVEL_FIELDS = 1 << 16   # a MindIR has a graph, a few functions and a primitive per operator type

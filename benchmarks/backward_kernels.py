@@ -13,7 +13,7 @@ pre-training command, and with --base albert-base-v2's at batch 8, seq 128), and
 single Dense, LayerNorm, attention softmax and GELU at the small model's shapes. Each time is the
 median of --repeats calls; ratio = MindSpore's ops / kernels (above 1: the
 kernels are faster). The loss and gradients of the two agree to float32
-rounding (tests/test_kernels.py checks them).
+rounding (tests/model/kernels/test_kernels.py checks them).
 """
 
 import argparse

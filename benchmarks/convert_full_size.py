@@ -7,7 +7,7 @@ For each size it writes, under a temporary folder in /tmp (deleted afterwards),
 an HF-style folder (config.json + pytorch_model.bin, then model.safetensors)
 holding albert.* + predictions.* like the HF albert-*-v2 releases, and a Google
 TF bundle with Adam slots (weights + adam_m + adam_v: about 3x the weights). The
-files are written by tests/checkpoint_writers.py (no torch or TF needed).
+files are written by tests/helpers/checkpoint_writers.py (no torch or TF needed).
 Each is converted by ``python -m albert_min.convert`` in a subprocess; printed:
 wall time, the subprocess's peak RSS (``getrusage(RUSAGE_CHILDREN).ru_maxrss``),
 that peak minus the peak of converting a tiny fixture (interpreter + MindSpore),
@@ -29,7 +29,7 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
 
-from checkpoint_writers import write_safetensors, write_tf_bundle, write_torch_bin  # noqa: E402
+from helpers.checkpoint_writers import write_safetensors, write_tf_bundle, write_torch_bin  # noqa: E402
 
 SIZES = {   # albert-base-v2 and albert-xxlarge-v2 config.json values
     "base": dict(hidden_size=768, num_attention_heads=12, intermediate_size=3072),

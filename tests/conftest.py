@@ -6,9 +6,10 @@ import tempfile
 import numpy as np
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FIXTURES = os.path.join(ROOT, "tests", "fixtures")
-SST2_DIR = os.path.join(os.path.dirname(ROOT), "shared", "data", "sst2")
+# tests/ itself on the path (whatever pytest's import mode), for the helpers package
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from helpers.paths import FIXTURES, ROOT, SST2_DIR  # noqa: E402,F401 (ROOT, SST2_DIR: for `from conftest import`)
+
 sys.path.insert(0, ROOT)
 
 import mindspore as ms  # noqa: E402

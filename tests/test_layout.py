@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT
+from helpers.paths import ROOT
 
 MAX_LINES = 450   # the guide asks for about 400
 

@@ -30,7 +30,7 @@ import textwrap
 
 import pytest
 
-from readme_examples import report, run_measured
+from helpers.readme_examples import report, run_measured
 from test_readme_examples import CHECK_MODULES, SHARED, checkout, kernel_sources, user_env  # noqa: F401 (a fixture)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

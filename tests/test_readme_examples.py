@@ -4,7 +4,7 @@
 1. ``test_readme_as_written``: a copy of this checkout (the files git tracks, and the untracked ones it
    does not ignore) with ``../shared`` beside it, a new virtual environment, and every bash and python
    block of README.md in order, from the first (``pip install -e . && python3 evaluate.py ...``) on,
-   each command under its memory bound (``tests/readme_examples.py``).
+   each command under its memory bound (``tests/helpers/readme_examples.py``).
 2. ``test_installed_wheel``: the package built as a wheel and installed into another environment, not
    editable, then used from a folder outside the checkout: the README's Python blocks, ``python -m
    albert_min.convert`` and ``export``, and a training step that builds the compiled kernels. Every
@@ -27,7 +27,7 @@ import textwrap
 
 import pytest
 
-from readme_examples import examples, report, run_measured
+from helpers.readme_examples import examples, report, run_measured
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.path.join(os.path.dirname(ROOT), "shared")

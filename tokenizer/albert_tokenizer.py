@@ -16,7 +16,7 @@ Reproduces the reference ``AlbertTokenizer``:
 5. longest-first truncation of pairs, then padding with ``<pad>``.
 
 The reference is the original, SentencePiece-based ("slow") Hugging Face
-``AlbertTokenizer`` of transformers 4.x; ``tests/test_tokenizer.py`` checks
+``AlbertTokenizer`` of transformers 4.x; ``tests/tokenizer/test_tokenizer.py`` checks
 exact agreement with it (``tests/fixtures/make_tokenizer_reference.py`` says
 how the tokenizers-backed ones of transformers 5 differ). Step 1 and the
 per-character lower-casing are Hugging Face's; Google's ``tokenization.py``

@@ -10,7 +10,7 @@ Windows), each with the alternative where one is missing: nothing here fails at 
 - ``fsync_folder``: a rename made durable (on Windows, which cannot open a folder, a no-op: NTFS
   journals its metadata).
 
-Tests simulate each absence (tests/test_portable.py); docs/platforms.md says what ran where.
+Tests simulate each absence (tests/common/test_portable.py); docs/platforms.md says what ran where.
 
 Layer: ``albert_min.common``, the bottom one (the layers: ``albert_min/__init__.py``).
 """

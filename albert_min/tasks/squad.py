@@ -211,7 +211,7 @@ def context_pieces(tokenizer, context, chunk=CONTEXT_CHUNK):
     Tokenized ``chunk`` characters at a time, each cut just before a space between two letters or
     digits (``_chunk_end``): pieces never span white space, and a piece after it starts with "▁"
     whether or not the text before it is in the same call, so the pieces are those of the whole
-    context (tests/test_squad_streaming.py). ``tokenize_with_offsets`` keeps a few hundred
+    context (tests/tasks/squad/test_squad_streaming.py). ``tokenize_with_offsets`` keeps a few hundred
     bytes per character while it works: whole, a 4 MB context took some 1.7 GB, by chunks 30 MB.
     """
     ids, offsets, lo = [], [], 0

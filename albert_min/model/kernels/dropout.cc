@@ -135,7 +135,7 @@ extern "C" int dropout_apply(int nparam, void **params, int *ndims, int64_t **sh
   return 0;
 }
 
-// Philox4x32-10 of one counter and key, for the known-answer test (tests/test_dropout.py).
+// Philox4x32-10 of one counter and key, for the known-answer test (tests/model/kernels/test_dropout.py).
 extern "C" void philox4x32_10_block(const uint32_t *counter, const uint32_t *key, uint32_t *out) {
   philox4x32_10(counter, key[0], key[1], out);
 }

@@ -92,7 +92,7 @@ void dense_int8_rows(int64_t begin, int64_t end, int64_t N, int64_t K, const flo
 // 1 where libdnnl has the int8 gemm (the kernel below may run), else 0.
 extern "C" int int8_available() { return dnnl_gemm_u8s8s32 != nullptr; }
 
-// The integer part of the kernel, for tests/test_int8.py: out[m, n] = sum_k (a[m, k] - zp[m]) w[n, k],
+// The integer part of the kernel, for tests/model/kernels/test_int8.py: out[m, n] = sum_k (a[m, k] - zp[m]) w[n, k],
 // through the same gemm and zero-point correction. Returns oneDNN's status (0: success).
 extern "C" int int8_matmul_exact(int64_t M, int64_t N, int64_t K, const uint8_t *a, const int32_t *zp,
                                  const int8_t *w, const int32_t *w_rowsum, int32_t *out) {

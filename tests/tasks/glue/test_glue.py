@@ -1,0 +1,447 @@
+"""GLUE tasks: readers (real files and hand-made ones in the documented layouts),
+metrics against hand-computed numbers, sentence-pair batching, regression config,
+and train.py / evaluate.py end to end on a few rows of RTE and STS-B."""
+
+import json
+import math
+import os
+import sys
+
+import numpy as np
+import pytest
+
+from helpers.paths import ROOT
+
+sys.path.insert(0, ROOT)
+from albert_min.tasks import glue_benchmark as glue  # noqa: E402
+from albert_min.model.config import AlbertConfig, ConfigError  # noqa: E402
+from albert_min.tasks.data import DataError, encode_examples, pad_batch, pad_with_types  # noqa: E402
+
+GLUE_DIR = os.path.join(os.path.dirname(ROOT), "shared", "data", "glue")
+needs_glue = pytest.mark.skipif(not os.path.isdir(GLUE_DIR), reason="needs ../shared/data/glue")
+TASKS = glue.TASKS
+
+
+def write(path, lines, bom=False):
+    with open(path, "w", encoding="utf-8-sig" if bom else "utf-8", newline="") as f:
+        f.write("".join(line + "\n" for line in lines))
+    return str(path)
+
+
+# ------------------------------------------------------------- real files
+@needs_glue
+@pytest.mark.parametrize("folder, task, train_rows, dev_rows", [
+    ("CoLA", "cola", 8551, 1043), ("MRPC", "mrpc", 3668, 408),
+    ("RTE", "rte", 2490, 277), ("STS-B", "stsb", 5749, 1500)])
+def test_real_glue_files(folder, task, train_rows, dev_rows):
+    for split, rows in (("train", train_rows), ("dev", dev_rows)):
+        path = os.path.join(GLUE_DIR, folder, f"{split}.tsv")
+        assert glue.infer_task(path) == task
+        examples = glue.read_examples(path, TASKS[task])
+        assert len(examples) == len(examples.labels) == len(examples.index) == rows
+        assert (examples.text_pairs is not None) == (task != "cola")
+        if task == "stsb":
+            assert all(isinstance(y, float) and 0.0 <= y <= 5.0 for y in examples.labels)
+        else:
+            assert set(examples.labels) == {0, 1}
+
+
+@needs_glue
+def test_real_files_first_rows():
+    mrpc = glue.read_examples(os.path.join(GLUE_DIR, "MRPC", "train.tsv"), TASKS["mrpc"])
+    assert mrpc.labels[0] == 1 and mrpc.texts[0].startswith("Amrozi accused his brother, whom he called \"the")
+    assert mrpc.text_pairs[0].startswith("Referring to him as only \"the witness\"") and mrpc.index[:2] == ["0", "1"]
+    rte = glue.read_examples(os.path.join(GLUE_DIR, "RTE", "train.tsv"), TASKS["rte"])
+    assert rte.labels[:2] == [1, 0]                 # not_entailment, entailment
+    assert rte.text_pairs[0] == "Weapons of Mass Destruction Found in Iraq."
+    cola = glue.read_examples(os.path.join(GLUE_DIR, "CoLA", "train.tsv"), TASKS["cola"])
+    assert cola.texts[0] == "Our friends won't buy this analysis, let alone the next one we propose."
+    stsb = glue.read_examples(os.path.join(GLUE_DIR, "STS-B", "train.tsv"), TASKS["stsb"])
+    assert (stsb.texts[1], stsb.text_pairs[1], stsb.labels[1]) == (
+        "A man is playing a large flute.", "A man is playing a flute.", 3.8)
+
+
+# ------------------------------------------- hand-made files, documented layouts
+MNLI_TRAIN_HEADER = ("index\tpromptID\tpairID\tgenre\tsentence1_binary_parse\tsentence2_binary_parse\t"
+                     "sentence1_parse\tsentence2_parse\tsentence1\tsentence2\tlabel1\tgold_label")
+MNLI_DEV_HEADER = MNLI_TRAIN_HEADER.replace("label1\tgold_label", "label1\tlabel2\tlabel3\tlabel4\tlabel5\tgold_label")
+
+
+def mnli_row(i, a, b, labels):
+    return "\t".join([str(i), "31193", "31193n", "government", "( ( a ) b )", "( c )", "(ROOT (S a))",
+                      "(ROOT (S b))", a, b, *labels])
+
+
+def test_mnli_train_dev_matched_and_mismatched(tmp_path):
+    os.makedirs(tmp_path / "MNLI")
+    train = write(tmp_path / "MNLI" / "train.tsv", [
+        MNLI_TRAIN_HEADER,
+        mnli_row(0, "Conceptually cream skimming has two basic dimensions.", "Product and geography are what "
+                 "make cream skimming work. ", ["neutral", "neutral"]),
+        mnli_row(1, "you know during the season", "You lose the things.", ["entailment", "entailment"]),
+        mnli_row(2, "One of our number will carry out your instructions.", "A member of my team will not.",
+                 ["contradiction", "contradiction"])])
+    matched = write(tmp_path / "MNLI" / "dev_matched.tsv", [
+        MNLI_DEV_HEADER,
+        mnli_row(0, "The new rights are nice enough", "Everyone really likes the newest benefits",
+                 ["neutral", "entailment", "neutral", "neutral", "neutral", "neutral"])])
+    mismatched = write(tmp_path / "MNLI" / "dev_mismatched.tsv", [
+        MNLI_DEV_HEADER,
+        mnli_row(0, "Your contribution helped.", "Your contribution did not help.",
+                 ["contradiction", "contradiction", "contradiction", "contradiction", "contradiction",
+                  "contradiction"])])
+    assert glue.infer_task(matched) == glue.infer_task(mismatched) == "mnli"
+    data = glue.read_examples(train, TASKS["mnli"])
+    assert data.labels == [2, 1, 0]                 # contradiction, entailment, neutral
+    assert data.text_pairs[0] == "Product and geography are what make cream skimming work."
+    assert glue.read_examples(matched, TASKS["mnli"]).labels == [2]   # gold_label, not label1
+    assert glue.read_examples(mismatched, TASKS["mnli"]).labels == [0]
+    test = write(tmp_path / "MNLI" / "test_matched.tsv", [
+        MNLI_TRAIN_HEADER.rsplit("\t", 2)[0], mnli_row(7, "a b", "c d", [])])
+    unlabeled = glue.read_examples(test, TASKS["mnli"])
+    assert unlabeled.labels is None and unlabeled.index == ["7"] and unlabeled.text_pairs == ["c d"]
+
+
+def test_qnli_qqp_wnli_layouts(tmp_path):
+    qnli = write(tmp_path / "qnli.tsv", [
+        "index\tquestion\tsentence\tlabel",
+        "0\tWhat came into force after the new constitution?\tThe Convention came into force.\tentailment",
+        "1\tWhat is the first major city?\tThe city lies on a river.\tnot_entailment"])
+    data = glue.read_examples(qnli, TASKS["qnli"])
+    assert data.labels == [0, 1] and data.texts[1] == "What is the first major city?"
+    qqp = write(tmp_path / "qqp.tsv", [
+        "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate",
+        "133273\t213221\t213222\tHow is the life of a math student?\tWhich level of prepration is enough?\t0",
+        "402555\t536040\t536041\tHow do I control my horny emotions?\tHow do you control your horniness?\t1"])
+    data = glue.read_examples(qqp, TASKS["qqp"])
+    assert data.labels == [0, 1] and data.index == ["133273", "402555"]
+    assert data.text_pairs[1] == "How do you control your horniness?"
+    qqp_test = write(tmp_path / "qqp_test.tsv", ["id\tquestion1\tquestion2", "0\tWhy?\tWhy not?"])
+    assert glue.read_examples(qqp_test, TASKS["qqp"]).labels is None
+    wnli = write(tmp_path / "wnli.tsv", [
+        "index\tsentence1\tsentence2\tlabel",
+        "0\tI stuck a pin through a carrot. When I pulled the pin out, it had a hole.\tThe carrot had a hole.\t1"])
+    data = glue.read_examples(wnli, TASKS["wnli"])
+    assert data.labels == [1] and data.text_pairs == ["The carrot had a hole."]
+
+
+def test_test_file_layouts_without_labels(tmp_path):
+    cola = glue.read_examples(write(tmp_path / "cola_test.tsv", ["index\tsentence", "0\tBill whistled past the house.",
+                                                                 "1\tThe car honked."]), TASKS["cola"])
+    assert cola.labels is None and cola.texts == ["Bill whistled past the house.", "The car honked."]
+    rte = glue.read_examples(write(tmp_path / "rte_test.tsv", ["index\tsentence1\tsentence2", "5\tA b.\tC d."]),
+                             TASKS["rte"])
+    assert rte.labels is None and rte.index == ["5"]
+    mrpc = glue.read_examples(write(tmp_path / "mrpc_test.tsv", [
+        "index\t#1 ID\t#2 ID\t#1 String\t#2 String", "0\t1\t2\tA b.\tC d."], bom=True), TASKS["mrpc"])
+    assert mrpc.labels is None and mrpc.text_pairs == ["C d."]
+
+
+def test_mrpc_header_with_and_without_byte_order_mark(tmp_path):
+    lines = ["Quality\t#1 ID\t#2 ID\t#1 String\t#2 String", "1\t1\t2\tHe said \"yes\".\tHe agreed."]
+    for bom in (True, False):
+        data = glue.read_examples(write(tmp_path / f"mrpc{bom}.tsv", lines, bom=bom), TASKS["mrpc"])
+        assert data.labels == [1] and data.texts == ['He said "yes".']
+
+
+@pytest.mark.parametrize("task, lines, message", [
+    ("rte", ["index\tsentence1\tsentence2\tlabel", "0\ta\tb\tentailment", "1\ta\tb\tcontradiction"],
+     ":3: label 'contradiction' is not one of entailment, not_entailment"),
+    ("rte", ["index\tsentence1\tsentence2\tlabel", "0\ta\tb\tentailment", "", "1\ta b\tentailment"],
+     ":4: expected 4 tab-separated fields"),
+    ("rte", ["index\tsentence1\tsentence2\tlabel", "0\t \t\tentailment"], ":2: empty text"),
+    ("rte", ["sentence\tlabel", "good\t1"], ":1: header ['sentence', 'label'] has no 'sentence1' column"),
+    ("stsb", ["index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore",
+              "0\tg\tf\ty\t1\tn\tn\ta\tb\t5.0", "1\tg\tf\ty\t1\tn\tn\ta\tb\tnan"],
+     ":3: score 'nan' is not a finite number"),
+    ("stsb", ["index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore",
+              "0\tg\tf\ty\t1\tn\tn\ta\tb\thigh"], ":2: score 'high' is not a finite number"),
+    ("cola", ["gj04\t1\t\tFine.", "gj04\t2\t*\tNot fine."], ":2: label '2' is not one of 0, 1"),
+    ("cola", ["gj04\t1\tFine."], ":1: expected 4 tab-separated fields"),
+    ("cola", ["sentence\tlabel", "fine\t1"], ":1: CoLA files have no header row"),
+    ("mrpc", ["Quality\t#1 ID\t#2 ID\t#1 String\t#2 String", "yes\t1\t2\ta\tb"], ":2: label 'yes' is not one of"),
+    ("cls", ["sentence\tlabel", "good\t1", "bad\tx"], ":3: label 'x' is not an integer"),
+])
+def test_malformed_rows_name_file_and_line(tmp_path, task, lines, message):
+    path = write(tmp_path / "bad.tsv", lines)
+    with pytest.raises(DataError) as err:
+        glue.read_examples(path, TASKS[task])
+    assert str(err.value).startswith(path) and message in str(err.value)
+
+
+def test_task_inferred_from_folder_name():
+    assert glue.infer_task("../shared/data/glue/RTE/dev.tsv") == "rte"
+    assert glue.infer_task("../shared/data/sst2/dev.tsv") == "sst2"
+    assert glue.infer_task("glue_data/SST-2/train.tsv") == "sst2"
+    assert glue.infer_task("glue_data/STS-B/dev.tsv") == "stsb"
+    assert glue.infer_task("glue_data/QQP/dev.tsv") == "qqp"
+    assert glue.infer_task("/tmp/anything/train.tsv") == "cls"
+    assert glue.infer_task("train.tsv") == "cls"
+    with pytest.raises(DataError, match="unknown task 'foo'"):
+        glue.get_task("foo")
+
+
+# ------------------------------------------------------------------ metrics
+def test_matthews_by_hand():
+    # tp = 3, fn = 1, fp = 1, tn = 3: (3*3 - 1*1) / sqrt(4*4*4*4) = 8 / 16
+    labels = [1, 1, 1, 1, 0, 0, 0, 0]
+    assert glue.matthews_corrcoef(labels, [1, 1, 1, 0, 1, 0, 0, 0]) == pytest.approx(0.5)
+    # tp = 1, fn = 2, fp = 2, tn = 1: (1 - 4) / sqrt(3*3*3*3) = -1/3
+    assert glue.matthews_corrcoef([1, 1, 1, 0, 0, 0], [1, 0, 0, 1, 1, 0]) == pytest.approx(-1 / 3)
+    assert glue.matthews_corrcoef(labels, labels) == 1.0
+    assert glue.matthews_corrcoef(labels, [1] * 8) is None     # one class predicted: undefined (0/0)
+    assert glue.matthews_corrcoef([0] * 4, [1, 0, 1, 0]) is None   # one class in the labels
+
+
+def test_f1_and_accuracy_by_hand():
+    # tp = 2, fn = 2, fp = 1, tn = 1: F1 = 2*2 / (2*2 + 1 + 2) = 4/7, accuracy 3/6
+    labels, predictions = [1, 1, 1, 1, 0, 0], [1, 1, 0, 0, 1, 0]
+    assert glue.f1_score(labels, predictions) == pytest.approx(4 / 7)
+    assert glue.accuracy(labels, predictions) == pytest.approx(0.5)
+    assert glue.f1_score([0, 0], [0, 0]) is None               # label 1 neither true nor predicted: 0/0
+    assert glue.f1_score([1, 1], [0, 0]) == 0.0                # never predicted, but true: a real 0
+    assert glue.compute_metrics(TASKS["mrpc"], labels, predictions) == {
+        "f1": pytest.approx(4 / 7), "accuracy": 0.5, "examples": 6}
+    with pytest.raises(ValueError, match="as many predictions as labels"):
+        glue.accuracy([1, 0], [1])
+
+
+def test_pearson_and_spearman_by_hand():
+    # dx = (-1.5, -.5, .5, 1.5), dy = (-3, -1, 0, 4): 11 / sqrt(5 * 26)
+    assert glue.pearson([1, 2, 3, 4], [2, 4, 5, 9]) == pytest.approx(11 / math.sqrt(130))
+    # Ties share their average rank: (1, 2.5, 2.5, 4) vs (1, 2, 3.5, 3.5) -> 3.75 / 4.5
+    assert glue.spearman([1.0, 2.0, 2.0, 3.0], [10.0, 20.0, 30.0, 30.0]) == pytest.approx(3.75 / 4.5)
+    assert glue.spearman([1, 2, 3, 4], [1, 4, 9, 16]) == pytest.approx(1.0)       # monotone, not linear
+    assert glue.pearson([1, 2, 3, 4], [1, 4, 9, 16]) < 1.0
+    assert glue.pearson([1, 2, 3], [2, 2, 2]) is None          # constant predictions: undefined
+    metrics = glue.compute_metrics(TASKS["stsb"], [1, 2, 3, 4], [2, 4, 5, 9])
+    assert sorted(metrics) == ["examples", "pearson", "spearman"] and metrics["spearman"] == pytest.approx(1.0)
+    assert glue.selection_score(TASKS["stsb"], {"pearson": None}) == -1.0
+
+
+def test_each_task_reports_glues_metric():
+    assert {name: t.metrics for name, t in TASKS.items()} == {
+        "cola": ("matthews",), "sst2": ("accuracy",), "mrpc": ("f1", "accuracy"), "stsb": ("pearson", "spearman"),
+        "qqp": ("f1", "accuracy"), "mnli": ("accuracy",), "qnli": ("accuracy",), "rte": ("accuracy",),
+        "wnli": ("accuracy",), "cls": ("accuracy",)}
+    logits = np.array([[2.0, 1.0, 0.0], [0.0, 3.0, 1.0], [0.0, 0.0, 1.0]])
+    assert glue.evaluation_metrics(TASKS["mnli"], [0, 1, 0], logits) == {"accuracy": pytest.approx(2 / 3),
+                                                                         "examples": 3}
+    binary = glue.evaluation_metrics(TASKS["cola"], [1, 0, 1], np.array([[0, 1], [1, 0], [1, 0]]))
+    assert binary["matthews"] == pytest.approx(0.5) and binary["confusion"] == {"tp": 1, "fp": 0, "fn": 1, "tn": 1}
+
+
+@pytest.mark.parametrize("task, labels, predictions, undefined", [
+    # every label and prediction 0: accuracy 100, while F1/precision/recall of label 1 are 0/0
+    ("sst2", [0, 0, 0], [0, 0, 0], {"f1": "no positive labels or predictions (label 1)",
+                                    "precision": "no positive predictions (label 1)",
+                                    "recall": "no positive labels (label 1)"}),
+    ("sst2", [1, 0, 1], [0, 0, 0], {"precision": "no positive predictions (label 1)"}),
+    ("sst2", [0, 0, 0], [1, 0, 0], {"recall": "no positive labels (label 1)"}),
+    ("cola", [1, 0, 1], [1, 1, 1], {"matthews": "one class predicted for every example"}),
+    ("cola", [1, 1, 1], [1, 0, 1], {"matthews": "one class in every label"}),
+    ("stsb", [1.0, 2.0, 3.0], [2.0, 2.0, 2.0], {"pearson": "constant predictions", "spearman": "constant predictions"}),
+    ("stsb", [2.0, 2.0, 2.0], [1.0, 2.0, 3.0], {"pearson": "constant labels", "spearman": "constant labels"}),
+])
+def test_undefined_metrics_are_none_with_a_note(task, labels, predictions, undefined):
+    """0/0 is no score: None (JSON null, "n/a" in evaluate.py's table) and a note saying why."""
+    if TASKS[task].is_regression:
+        logits = np.array(predictions, np.float32)[:, None]
+    else:
+        logits = np.eye(2, dtype=np.float32)[predictions]
+    metrics = glue.evaluation_metrics(TASKS[task], labels, logits)
+    assert {k for k, v in metrics.items() if v is None} == set(undefined)
+    assert metrics["notes"] == undefined
+    assert all(isinstance(v, float) for k, v in metrics.items() if k in ("accuracy", "f1", "precision", "recall",
+                                                                           "matthews", "pearson", "spearman")
+               and k not in undefined)
+    assert glue.selection_score(TASKS[task], metrics) == (-1.0 if TASKS[task].metrics[0] in undefined
+                                                          else metrics[TASKS[task].metrics[0]])
+
+
+def test_defined_metrics_carry_no_notes():
+    metrics = glue.evaluation_metrics(TASKS["sst2"], [1, 0, 1, 0], np.eye(2)[[1, 0, 0, 0]])
+    assert "notes" not in metrics and metrics["precision"] == 1.0 and metrics["recall"] == 0.5
+
+
+def test_inference_tasks_report_accuracy_and_the_confusion_matrix_only():
+    """RTE/QNLI/WNLI: label 1 (not_entailment, or WNLI's entailment) is no positive class;
+    GLUE reports accuracy alone, and so do we (the confusion matrix stays: it names no positive)."""
+    logits = np.eye(2)[[1, 0, 0, 1]]
+    for name in ("rte", "qnli", "wnli"):
+        assert glue.evaluation_metrics(TASKS[name], [1, 0, 1, 1], logits) == {
+            "accuracy": 0.75, "examples": 4, "confusion": {"tp": 2, "fp": 0, "fn": 1, "tn": 1}}
+    assert {"f1", "precision", "recall"} <= set(glue.evaluation_metrics(TASKS["sst2"], [1, 0, 1, 1], logits))
+
+
+def test_model_label_order_maps_by_name():
+    mnli = TASKS["mnli"]
+    hf_datasets_order = {0: "entailment", 1: "neutral", 2: "contradiction"}
+    assert glue.model_label_order(mnli, hf_datasets_order) == [1, 2, 0]
+    assert glue.model_label_order(mnli, {0: "contradiction", 1: "entailment", 2: "neutral"}) is None
+    assert glue.model_label_order(mnli, None) is None
+    assert glue.model_label_order(TASKS["sst2"], {0: "negative", 1: "positive"}) is None   # unknown names: as is
+
+
+# ---------------------------------------------------------- pair batching
+@pytest.fixture(scope="module")
+def tokenizer():
+    from tokenizer import AlbertTokenizer
+    return AlbertTokenizer(os.path.join(ROOT, "weights", "sst2-small", "spiece.model"))
+
+
+def test_pairs_encode_as_cls_a_sep_b_sep(tokenizer):
+    a, b = "a gripping film", "the plot is thin and the acting is not much better"
+    ids, types = encode_examples(tokenizer, [a], [b], max_length=64)
+    ia, ib = tokenizer.encode_ids(a), tokenizer.encode_ids(b)
+    cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
+    assert ids[0] == [cls] + ia + [sep] + ib + [sep]
+    assert types[0] == [0] * (len(ia) + 2) + [1] * (len(ib) + 1)
+    # Longest first: b (the longer) loses pieces from its end until they fit.
+    ids, types = encode_examples(tokenizer, [a], [b], max_length=len(ia) + 3 + 4)
+    assert ids[0] == [cls] + ia + [sep] + ib[:4] + [sep] and sum(types[0]) == 5
+
+
+def test_pad_with_types_keeps_segments(tokenizer):
+    texts, pairs = ["good", "a long and winding sentence about a film"], ["bad movie", "short"]
+    ids, types = encode_examples(tokenizer, texts, pairs, max_length=32)
+    input_ids, token_type_ids, attention_mask = pad_with_types(ids, types, tokenizer.pad_token_id)
+    assert input_ids.shape[1] % 8 == 0 and input_ids.dtype == np.int32
+    reference = tokenizer(texts, pairs, max_length=32, padding="longest")
+    width = reference["input_ids"].shape[1]
+    for got, key in ((input_ids, "input_ids"), (token_type_ids, "token_type_ids"), (attention_mask, "attention_mask")):
+        assert (got[:, :width] == reference[key]).all()
+    assert (token_type_ids[:, width:] == 0).all() and (attention_mask[:, width:] == 0).all()
+    # Single sentences: the same arrays as pad_batch, token types all 0.
+    ids, types = encode_examples(tokenizer, texts, None, max_length=32)
+    for got, want in zip(pad_with_types(ids, types, tokenizer.pad_token_id), pad_batch(ids, tokenizer.pad_token_id)):
+        assert (got == want).all()
+
+
+# -------------------------------------------------------- regression config
+def test_regression_config_round_trip(tmp_path):
+    config = AlbertConfig(vocab_size=100, hidden_size=32, num_attention_heads=2, intermediate_size=64,
+                          num_labels=1, problem_type="regression")
+    path = str(tmp_path / "config.json")
+    config.to_json_file(path)
+    written = json.load(open(path))
+    assert written["problem_type"] == "regression" and written["num_labels"] == 1
+    assert written["id2label"] == {"0": "LABEL_0"} and written["label2id"] == {"LABEL_0": 0}
+    loaded = AlbertConfig.from_json_file(path)
+    assert loaded == config and loaded.is_regression
+    plain = AlbertConfig(vocab_size=100, hidden_size=32, num_attention_heads=2, intermediate_size=64)
+    assert "problem_type" not in plain.to_dict() and not plain.is_regression
+
+
+def test_hf_stsb_config_loads_as_regression():
+    # What transformers writes for an STS-B model: no num_labels, one LABEL_0, problem_type.
+    hf = {"model_type": "albert", "vocab_size": 100, "hidden_size": 32, "num_attention_heads": 2,
+          "intermediate_size": 64, "id2label": {"0": "LABEL_0"}, "label2id": {"LABEL_0": 0},
+          "problem_type": "regression", "architectures": ["AlbertForSequenceClassification"]}
+    config = AlbertConfig.from_dict(hf)
+    assert config.num_labels == 1 and config.is_regression and config.id2label is None
+    del hf["problem_type"]
+    assert AlbertConfig.from_dict(hf).is_regression       # HF infers regression from one label
+
+
+def test_label_names_round_trip_and_checks():
+    config = AlbertConfig.from_dict({"vocab_size": 100, "hidden_size": 32, "num_attention_heads": 2,
+                                     "intermediate_size": 64, "id2label": {"0": "entailment", "1": "not_entailment"}})
+    assert config.num_labels == 2 and config.id2label == {0: "entailment", 1: "not_entailment"}
+    assert config.to_dict()["label2id"] == {"entailment": 0, "not_entailment": 1}
+    assert AlbertConfig.from_dict(config.to_dict()) == config
+    with pytest.raises(ConfigError, match="problem_type 'regresion' is not one of"):
+        AlbertConfig(problem_type="regresion")
+    with pytest.raises(ConfigError, match="needs num_labels 1"):
+        AlbertConfig(problem_type="regression", num_labels=2)
+    with pytest.raises(ConfigError, match="id2label must name the ids 0..1"):
+        AlbertConfig(num_labels=2, id2label={0: "a"})
+
+
+# ------------------------------------------------------ scripts end to end
+TINY = ["--embedding-size", "16", "--hidden-size", "32", "--layers", "2", "--heads", "2", "--intermediate-size", "48",
+        "--vocab-size", "300", "--max-length", "48", "--quiet", "--batch-size", "16", "--epochs", "1", "--lr", "1e-3"]
+
+
+def glue_subset(tmp_path, folder, n_train, n_dev):
+    """The first rows of a real GLUE task, in a folder of the task's name (so the task is inferred)."""
+    os.makedirs(tmp_path / folder)
+    paths = []
+    for split, n in (("train", n_train), ("dev", n_dev)):
+        with open(os.path.join(GLUE_DIR, folder, f"{split}.tsv"), encoding="utf-8") as f:
+            lines = [next(f) for _ in range(n + 1)]
+        paths.append(write(tmp_path / folder / f"{split}.tsv", [line.rstrip("\n") for line in lines]))
+    return paths
+
+
+@needs_glue
+def test_rte_train_then_evaluate(tmp_path, capsys):
+    import evaluate
+    import train
+    train_tsv, dev_tsv = glue_subset(tmp_path, "RTE", 64, 24)
+    output = str(tmp_path / "rte")
+    state = train.main(["--train", train_tsv, "--dev", dev_tsv, "--output", output, *TINY])
+    config = json.load(open(os.path.join(output, "config.json")))
+    assert config["id2label"] == {"0": "entailment", "1": "not_entailment"} and "problem_type" not in config
+    assert state["history"][-1]["dev_examples"] == 24
+    preds = str(tmp_path / "preds.tsv")
+    capsys.readouterr()
+    metrics = evaluate.main(["--model", output, "--data", dev_tsv, "--json", "--output", preds])
+    best = json.load(open(os.path.join(output, "train_metrics.json")))
+    assert metrics["task"] == "rte" and metrics["accuracy"] == pytest.approx(best["dev_accuracy"])
+    assert json.loads(capsys.readouterr().out)["task"] == "rte"
+    lines = open(preds).read().splitlines()
+    assert lines[0] == "index\tprediction" and len(lines) == 25
+    assert {line.split("\t")[1] for line in lines[1:]} <= {"entailment", "not_entailment"}
+    assert lines[1].split("\t")[0] == open(dev_tsv).read().splitlines()[1].split("\t")[0]
+    # A test file (no label column): predictions only, in the submission layout.
+    test_tsv = write(tmp_path / "RTE" / "test.tsv", ["index\tsentence1\tsentence2"] + [
+        "\t".join(line.split("\t")[:3]) for line in open(dev_tsv).read().splitlines()[1:5]])
+    evaluate.main(["--model", output, "--data", test_tsv, "--output", str(tmp_path / "RTE.tsv"), "--quiet"])
+    assert open(tmp_path / "RTE.tsv").read().splitlines()[1:] == lines[1:5]
+    with pytest.raises(SystemExit, match="has no labels to score; pass --output"):
+        evaluate.main(["--model", output, "--data", test_tsv])
+
+
+@needs_glue
+def test_stsb_regression_train_then_evaluate(tmp_path, capsys):
+    import evaluate
+    import train
+    train_tsv, dev_tsv = glue_subset(tmp_path, "STS-B", 64, 32)
+    output = str(tmp_path / "stsb")
+    train.main(["--train", train_tsv, "--dev", dev_tsv, "--output", output, *TINY])
+    config = json.load(open(os.path.join(output, "config.json")))
+    assert config["problem_type"] == "regression" and config["num_labels"] == 1
+    preds = str(tmp_path / "preds.tsv")
+    capsys.readouterr()
+    metrics = evaluate.main(["--model", output, "--data", dev_tsv, "--json", "--output", preds])
+    printed = json.loads(capsys.readouterr().out)
+    assert list(printed)[:3] == ["task", "pearson", "spearman"] and printed["task"] == "stsb"
+    best = json.load(open(os.path.join(output, "train_metrics.json")))
+    assert metrics["pearson"] == pytest.approx(best["dev_pearson"], abs=1e-6)
+    # The submission file holds the model's scores (3 decimals, as GLUE's scorer reads them).
+    from albert_min.tasks.classify import predict_logits
+    from albert_min.model.heads import AlbertForSequenceClassification
+    from tokenizer import AlbertTokenizer
+    dev = glue.read_examples(dev_tsv, TASKS["stsb"])
+    logits, _ = predict_logits(AlbertForSequenceClassification.from_pretrained(output),
+                               AlbertTokenizer.from_pretrained(output), dev.texts, dev.text_pairs,
+                               max_length=48, progress=False)
+    lines = open(preds).read().splitlines()
+    assert lines[0] == "index\tprediction" and [line.split("\t")[0] for line in lines[1:]] == dev.index
+    assert np.abs(np.array([float(line.split("\t")[1]) for line in lines[1:]]) - logits[:, 0]).max() <= 5e-4
+    assert glue.pearson(dev.labels, logits[:, 0]) == pytest.approx(metrics["pearson"], abs=1e-6)
+    # A regression model on a classification task is refused with a plain error.
+    rte_tsv = write(tmp_path / "rte.tsv", ["index\tsentence1\tsentence2\tlabel", "0\ta\tb\tentailment"])
+    with pytest.raises(SystemExit, match="is a regression model .one score.; task rte"):
+        evaluate.main(["--model", output, "--data", rte_tsv, "--task", "rte"])
+
+
+def test_train_task_flag_inference():
+    import train
+    assert train.parse_args(["--train", "glue/RTE/train.tsv", "--output", "o"]).task == "rte"
+    assert train.parse_args(["--train", "x/train.tsv", "--output", "o"]).task == "cls"
+    assert train.parse_args(["--train", "x/train.tsv", "--task", "mnli", "--output", "o"]).task == "mnli"
+    assert train.parse_args(["--task", "sop", "--text", "c.txt", "--output", "o"]).task == "sop"
+    with pytest.raises(SystemExit):
+        train.parse_args(["--task", "stsb", "--output", "o"])   # needs --train
