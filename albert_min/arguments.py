@@ -88,11 +88,11 @@ finite_float = float_in(-math.inf, None)
 
 
 def add_squad_flags(parser, default_from):
-    """SQuAD's options (``tasks.squad_task.OPTION_DEFAULTS``) as flags, all defaulting to None:
+    """SQuAD's options (``tasks.squad.task.OPTION_DEFAULTS``) as flags, all defaulting to None:
     the script fills in the defaults ``default_from`` says (a phrase with ``{}`` for the task's
     default: train.py's "{}", evaluate.py's "what train.py used, else {}") and refuses them for
     another task."""
-    from .tasks.squad_task import OPTION_DEFAULTS as d
+    from .tasks.squad.task import OPTION_DEFAULTS as d
     group = parser.add_argument_group("SQuAD (--task squad / squad_v2)")
     group.add_argument("--doc-stride", type=positive_int,
                        help=f"context pieces from one window's start to the next (default: "

@@ -171,7 +171,7 @@ def format_report(metrics, model_dir, data_path, speed, task=None):
 def predictions_kind():
     """What --force may replace where GLUE's predictions go: a file starting with GLUE's header
     (see albert_min.common.safe_output); each task's own is its ``Task.prediction_kind``."""
-    from albert_min.tasks.glue import GlueTask
+    from albert_min.tasks.glue.task import GlueTask
     return GlueTask.prediction_kind
 
 
@@ -179,7 +179,7 @@ def write_predictions(path, index, predictions, force=False, protect=()):
     """GLUE's submission layout, ``index<TAB>prediction`` with a header; predictions are
     strings (label names or scores). Atomically, replacing only what safe_output allows."""
     from albert_min.common.safe_output import atomic_file
-    from albert_min.tasks.glue import PREDICTIONS_HEADER
+    from albert_min.tasks.glue.task import PREDICTIONS_HEADER
     with atomic_file(path, predictions_kind(), force, protect) as tmp:
         with open(tmp, "w", encoding="utf-8") as f:
             f.write(PREDICTIONS_HEADER)
@@ -207,7 +207,7 @@ def main(argv=None):
 def missing_input(args):
     """The model folder (or a checkpoint there not converted) or data file not there, worded as its reader would ("model folder not found: …"),
     else None: checked before MindSpore is imported (seconds), as a flag is."""
-    from albert_min.tasks.squad_task import article_range
+    from albert_min.tasks.squad.task import article_range
     from albert_min.common.other_checkpoints import unconverted_checkpoint
     if not os.path.isdir(args.model):
         return f"model folder not found: {args.model}"
@@ -216,10 +216,6 @@ def missing_input(args):
 
 
 def evaluate(args):
-    import numpy as np
-    from albert_min.model.folder import CheckpointError
-    from albert_min.tasks.data import DataError
-    from albert_min.tasks import glue_benchmark as glue
     from albert_min.model.folder import tokenizer_file
     tokenizer_file(args.model)                   # before any work: a converted TF checkpoint has none
     from albert_min.tasks import get_task, infer_task
@@ -228,57 +224,14 @@ def evaluate(args):
         check_no_squad_flags(args, name)
     options = {}
     if name.startswith("squad"):
-        from albert_min.tasks.squad_task import options_for
+        from albert_min.tasks.squad.task import options_for
         options = options_for(args.model, **squad_flags(args))
     registered = get_task(name, **options)
     if args.output:   # before the work: every file the task writes (SQuAD v2.0's null_odds.json too)
         from albert_min.common.safe_output import check_file_target
         for path, kind in registered.prediction_files(args.output).items():
             check_file_target(path, kind, args.force, protect=(args.data, args.model))
-    if name in ("squad", "squad_v2", "race", "conll"):   # tasks that score and write their own predictions
-        return evaluate_task(args, registered)
-    task = registered.spec   # the GLUE layout, labels and metrics that this script reports
-    if args.max_length is not None:
-        check_max_length(args.max_length, args.model)
-    examples = registered.read(args.data)
-    warn_if_trained_on_another_task(args.model, task, args.data)
-    if examples.labels is None and not args.output:
-        raise DataError(f"{args.data} has no labels to score; pass --output to write its predictions")
-    from albert_min.common.device import applies_cpu_only_parts, default_compile_cache
-    from albert_min.tasks.classify import predict_logits
-    model, tokenizer, max_length = load_classifier(args.model, args.max_length)
-    if args.int8:
-        from albert_min.model.kernels import quantize_int8
-        quantize_int8(model)
-    registered.check_model(model.config, examples, args.model)
-    # The cache is a CPU-only part: its key does not name the device, and it was checked on CPU alone.
-    keep_graphs = applies_cpu_only_parts(args.device) and not args.no_compile_cache
-    logits, seconds = predict_logits(model, tokenizer, examples.texts, examples.text_pairs, args.batch_size,
-                                     max_length, use_jit=not args.no_jit, progress=not (args.quiet or args.json),
-                                     cache_dir=default_compile_cache() if keep_graphs else None)
-    if not np.isfinite(logits).all():
-        raise CheckpointError(f"{args.model}: the model gives non-finite outputs (NaN/Inf) on {args.data}; "
-                              "its weights or config are broken")
-    order = glue.model_label_order(task, model.config.id2label)
-    if order is not None:   # the model's output columns -> the task's label ids
-        logits = logits[:, [order.index(j) for j in range(len(order))]]
-    if args.output:
-        if task.is_regression:
-            shown = [f"{x:.3f}" for x in logits[:, 0]]
-        else:
-            names = glue.label_strings(task, model.config.num_labels)
-            shown = [names[i] for i in logits.argmax(-1)]
-        write_predictions(args.output, examples.index, shown, args.force, protect=(args.data, args.model))
-    if examples.labels is None:
-        print(f"{args.data}: no labels; wrote {len(examples)} predictions to {args.output}")
-        return {"task": task.name, "examples": len(examples)}
-    metrics = {"task": task.name, **glue.evaluation_metrics(task, examples.labels, logits)}
-    metrics["examples_per_s"] = len(examples) / seconds
-    if args.json:
-        print(json.dumps({**metrics, "scale": "fraction"}, indent=2))
-    else:
-        print(format_report(metrics, args.model, args.data, metrics["examples_per_s"], task))
-    return metrics
+    return evaluate_task(args, registered)
 
 
 def load_classifier(model_dir, max_length=None):
@@ -294,15 +247,26 @@ def load_classifier(model_dir, max_length=None):
 
 
 def evaluate_task(args, task):
-    """SQuAD, RACE and CoNLL-2003: the task reads, predicts (streaming), scores with its official
-    metric and writes its official prediction file (``albert_min/tasks/base.py``)."""
+    """Every task the same way: it reads, predicts (streaming), scores with its official metric
+    (``Task.report``) and writes its official prediction file (``albert_min/tasks/task_base.py``).
+    GLUE prints its own table (``format_report``, examples/s), warns when the model was trained on
+    another task, and writes the predictions of a file without labels."""
     import time
+    from albert_min.common.device import applies_cpu_only_parts, default_compile_cache
     from albert_min.model import heads
-    from albert_min.model.folder import training_max_length
+    from albert_min.model.folder import CheckpointError, training_max_length
+    from albert_min.tasks.errors import DataError
+    from albert_min.tasks.glue.task import GlueTask
     from tokenizer import AlbertTokenizer
+    glue = isinstance(task, GlueTask)
     if args.max_length is not None:
         check_max_length(args.max_length, args.model)
     examples = task.read(args.data)
+    unlabelled = glue and examples.labels is None
+    if glue:
+        warn_if_trained_on_another_task(args.model, task.spec, args.data)
+        if unlabelled and not args.output:
+            raise DataError(f"{args.data} has no labels to score; pass --output to write its predictions")
     model = getattr(heads, task.model_class).from_pretrained(args.model)
     model.set_train(False)
     if args.int8:
@@ -312,16 +276,32 @@ def evaluate_task(args, task):
     tokenizer = AlbertTokenizer.from_pretrained(args.model)
     max_length = min(args.max_length or training_max_length(args.model, task.default_max_length),
                      model.config.max_position_embeddings)
+    # The cache is a CPU-only part: its key does not name the device, and it was checked on CPU alone.
+    keep_graphs = applies_cpu_only_parts(args.device) and not args.no_compile_cache
     start = time.perf_counter()
     prepared = task.prepare(examples, tokenizer, max_length)
-    outputs = task.predict(model, prepared, batch_size=args.batch_size, use_jit=not args.no_jit,
-                           progress=not (args.quiet or args.json))
-    metrics = {"task": task.name, **task.score(prepared, outputs)}
-    metrics["seconds"] = round(time.perf_counter() - start, 1)   # 39.0, not 38.99588028500057
+    try:
+        predicting = time.perf_counter()
+        outputs = task.predict(model, prepared, batch_size=args.batch_size, use_jit=not args.no_jit,
+                               progress=not (args.quiet or args.json),
+                               cache_dir=default_compile_cache() if keep_graphs else None)
+        if unlabelled:
+            task.write_predictions(args.output, prepared, outputs)
+            print(f"{args.data}: no labels; wrote {len(examples)} predictions to {args.output}")
+            return {"task": task.name, "examples": len(examples)}
+        metrics = {"task": task.name, **task.report(prepared, outputs)}
+    except CheckpointError as err:   # non-finite outputs: name the model folder too
+        raise CheckpointError(f"{args.model}: {err}") from None
+    if glue:
+        metrics["examples_per_s"] = len(examples) / (time.perf_counter() - predicting)
+    else:
+        metrics["seconds"] = round(time.perf_counter() - start, 1)   # 39.0, not 38.99588028500057
     if args.output:
         task.write_predictions(args.output, prepared, outputs)
     if args.json:
         print(json.dumps({**metrics, "scale": "fraction"}, indent=2))
+    elif glue:
+        print(format_report(metrics, args.model, args.data, metrics["examples_per_s"], task.spec))
     else:
         print(f"model: {args.model}\ndata:  {args.data}\ntask:  {task.name}\n")
         for key, value in metrics.items():
@@ -335,13 +315,13 @@ def evaluate_task(args, task):
 
 
 def squad_flags(args):
-    from albert_min.tasks.squad_task import OPTION_DEFAULTS
+    from albert_min.tasks.squad.task import OPTION_DEFAULTS
     return {name: getattr(args, name) for name in OPTION_DEFAULTS}
 
 
 def check_no_squad_flags(args, task_name):
     """SQuAD's flags given for another task would change nothing: an error naming the flag."""
-    from albert_min.tasks.data import DataError
+    from albert_min.tasks.errors import DataError
     given = [name for name, value in squad_flags(args).items() if value is not None]
     if given:
         raise DataError(f"--{given[0].replace('_', '-')} is for SQuAD (--task squad or squad_v2), "
@@ -364,7 +344,7 @@ def warn_if_trained_on_another_task(model_dir, task, data_path):
     train_metrics.json's); nothing is said when it is unknown.
     ``cls`` (any other sentence<TAB>label file) names no task, so it goes with any
     single-sentence classifier (an SST-2 model on your own reviews), both ways."""
-    from albert_min.tasks import glue_benchmark as glue
+    from albert_min.tasks.glue import reading as glue_reading
     from albert_min.model.folder import training_settings
     try:
         trained_on = training_settings(model_dir).get("task") or training_record(model_dir).get("task")
@@ -372,12 +352,12 @@ def warn_if_trained_on_another_task(model_dir, task, data_path):
         return
     if not isinstance(trained_on, str) or trained_on == task.name:
         return
-    single_sentence = {name for name, t in glue.TASKS.items() if not t.is_pair and not t.is_regression}
+    single_sentence = {name for name, t in glue_reading.TASKS.items() if not t.is_pair and not t.is_regression}
     if "cls" in (trained_on, task.name) and {trained_on, task.name} <= single_sentence:
         return
 
     def shape(name):
-        known = glue.TASKS.get(name)
+        known = glue_reading.TASKS.get(name)
         return "" if known is None else " (sentence pairs)" if known.is_pair else " (single sentences)"
     print(f"warning: {model_dir} was trained on {trained_on}{shape(trained_on)}, but {data_path} is "
           f"{task.name}{shape(task.name)}; its scores on it may mean little (pass --task if the data's task "

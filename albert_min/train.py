@@ -316,8 +316,8 @@ def check_max_length(p, args):
 def check_squad_options(p, args):
     """SQuAD's flags: refused for another task; for SQuAD, the defaults filled in (so the run
     records them, and a --resume given another value is refused) and the windows checked."""
-    from albert_min.tasks.data import DataError
-    from albert_min.tasks.squad_task import OPTION_DEFAULTS
+    from albert_min.tasks.errors import DataError
+    from albert_min.tasks.squad.task import OPTION_DEFAULTS
     squad = args.task in ("squad", "squad_v2")
     for name, default in OPTION_DEFAULTS.items():
         if getattr(args, name) is None:
@@ -356,7 +356,7 @@ def missing_input(args):
     """The first input named on the command line that is not there, worded as its reader would
     ("data file not found: …"), else None: checked before MindSpore is imported (seconds), as a flag is."""
     from albert_min.common.other_checkpoints import unconverted_checkpoint
-    from albert_min.tasks.squad_task import article_range
+    from albert_min.tasks.squad.task import article_range
     inputs = [(article_range(path)[0], os.path.exists, "data file") for path in (args.train, args.dev) if path]
     inputs += [(path, os.path.isfile, "text file") for path in (args.text, *args.tokenizer_text) if path]
     inputs += [(args.init, os.path.isdir, "model folder"), (args.config, os.path.isfile, "config file"),

@@ -96,7 +96,8 @@ def pretraining_step(config, batch, seq, state=None):
     import mindspore as ms
     from encoder_throughput import make_inputs
     from albert_min.model.heads import AlbertForPreTraining
-    from albert_min.tasks.pretraining_objectives import MASK_PROB, make_loss_fn
+    from albert_min.tasks.pretraining.features import MASK_PROB
+    from albert_min.tasks.pretraining.loss import make_loss_fn
     from albert_min.training.step import linear_warmup_decay, make_optimizer, make_train_step
     model = seeded(lambda: AlbertForPreTraining(config), state)
     model.set_train(True)

@@ -9,13 +9,13 @@ metrics), timing each phase; "cold" starts with an empty compile cache, "warm"
 reuses the one the cold run left. Variants differ only in the graph shapes the
 prediction compiles:
 
-* dynamic:     evaluate.py's path (``classify.predict_logits``): one graph with dynamic
-               batch and length (``classify.dynamic_graph``, ``mindspore.enable_dynamic``),
+* dynamic:     evaluate.py's path (``prediction_engine.predict_logits``): one graph with dynamic
+               batch and length (``prediction_engine.dynamic_graph``, ``mindspore.enable_dynamic``),
                batches of 64 sorted rows padded to a multiple of 8
 * set-inputs:  the same through ``Cell.set_inputs(Tensor(shape=[None, None]))`` on the model
 * dynamic-buckets: the dynamic graph fed the bucketed batches below
 * buckets:     the path before: rows padded to 16/32/64 tokens, short buckets in bigger
-               batches (``data.bucketed_eval_batches``; 3 static graphs)
+               batches (``batching.bucketed_eval_batches``; 3 static graphs)
 * buckets-32:  rows padded to 32/64 (2 graphs)
 * bucket-64:   every row padded to 64 (1 graph)
 * auto:        ``mindspore.jit(dynamic=1)`` on the bucketed batches (MindSpore compiles
@@ -55,8 +55,8 @@ PHASES = ("read", "build", "load", "tokenizer", "tokenise", "first_calls", "pred
 def batches_and_graph(variant, model, ids, batch_size, max_length):
     """(batches as (indices, rows, num_rows, length), the forward callable, the shapes keying the cache)."""
     import mindspore as ms
-    from albert_min.tasks.classify import DYNAMIC_SHAPE, compiled, dynamic_graph
-    from albert_min.tasks.data import bucketed_eval_batches, eval_batches
+    from albert_min.tasks.prediction_engine import DYNAMIC_SHAPE, compiled, dynamic_graph
+    from albert_min.tasks.batching import bucketed_eval_batches, eval_batches
     if variant in ("dynamic", "set-inputs", "dynamic-buckets", "pynative"):
         if variant == "pynative":
             forward = model
@@ -93,11 +93,11 @@ def worker(variant, model_dir, data, cache, threads, logits_path, rows):
     ms.set_device("CPU")
     from albert_min.common.device import set_cpu_threads
     set_cpu_threads(threads)
-    from albert_min.tasks import glue_benchmark as glue
+    from albert_min.tasks.glue import metric as glue_metric
     from albert_min.model.folder import load_model_dir, training_max_length
-    from albert_min.tasks.classify import compile_cache, predict_logits
+    from albert_min.tasks.prediction_engine import compile_cache, predict_logits
     from albert_min.model.config import load_config
-    from albert_min.tasks.data import encode_examples, pad_with_types
+    from albert_min.tasks.batching import encode_examples, pad_with_types
     from albert_min.model.heads import AlbertForSequenceClassification
     from albert_min.tasks import get_task
     from tokenizer import AlbertTokenizer
@@ -140,7 +140,7 @@ def worker(variant, model_dir, data, cache, threads, logits_path, rows):
     with compile_cache(cache, model, shapes):
         times.update(run_batches({"first_calls": 0.0, "predict": 0.0}))
     clock = time.perf_counter()
-    metrics = glue.evaluation_metrics(registered.spec, examples.labels, logits)
+    metrics = glue_metric.evaluation_metrics(registered.spec, examples.labels, logits)
     lap("metrics")
     end_to_end = clock - start
     np.save(logits_path, logits)

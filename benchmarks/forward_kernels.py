@@ -6,7 +6,7 @@
 Both models are built in one process (the layers read ALBERT_MIN_KERNELS when they are built) with
 the same weights, and timed alternately, so both see the same machine load; ``uptime`` is printed
 before and after. Rows: SST-2 dev predicted as evaluate.py predicts it (weights/sst2-small,
-``classify.predict_logits``: one dynamic-shape graph, length-sorted batches of 64; the time of a
+``prediction_engine.predict_logits``: one dynamic-shape graph, length-sorted batches of 64; the time of a
 second prediction, graphs compiled), the sst2-small encoder (``AlbertModel``, eval mode, batch 64,
 seq 32, ``mindspore.jit``) and with --base albert-base-v2's (batch 32, seq 128). Each time is the
 median of --repeats; ratio = MindSpore's ops / the kernels' (above 1: the kernels are faster). The
@@ -59,7 +59,7 @@ def build(cls, config, kernels_on, state=None):
 def prediction_case():
     """(name, make) for SST-2 dev: make(on) -> zero-argument call returning the logits."""
     from albert_min.model.heads import AlbertForSequenceClassification
-    from albert_min.tasks.classify import predict_logits
+    from albert_min.tasks.prediction_engine import predict_logits
     from albert_min.model.folder import load_model_dir
     from albert_min.model.config import load_config
     from albert_min.tasks import get_task

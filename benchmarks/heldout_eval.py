@@ -37,14 +37,16 @@ def main():
     from albert_min.common.device import use_device
     from albert_min.model import kernels
     use_device("CPU", cpu_setup=kernels.prepare_cpu)   # as train.py
-    from albert_min.tasks import pretraining_objectives as pretraining
+    from albert_min.tasks.pretraining import features as pretraining_features
+    from albert_min.tasks.pretraining import metric as pretraining_metric
+    from albert_min.tasks.pretraining import reading as pretraining_reading
     from albert_min.model.heads import AlbertForPreTraining
     from tokenizer import AlbertTokenizer
     tokenizer = AlbertTokenizer(os.path.join(args.model, "spiece.model"))
     # train.py's held-out documents and pairs (seed 42, --max-length 64, --batch-size 64)
-    _, heldout_docs = pretraining.split_documents(pretraining.read_documents(args.text), 0.05, random.Random(42))
+    _, heldout_docs = pretraining_reading.split_documents(pretraining_reading.read_documents(args.text), 0.05, random.Random(42))
     ids = [[tokenizer.encode_ids(s) for s in d] for d in heldout_docs]
-    heldout = pretraining.HeldOut(ids, pretraining.PretrainingBatcher(tokenizer, 64), 64, 64, 42)
+    heldout = pretraining_metric.HeldOut(ids, pretraining_features.PretrainingBatcher(tokenizer, 64), 64, 64, 42)
     model = AlbertForPreTraining.from_pretrained(args.model)
     heldout.counts(model, progress=False)   # warm-up: first calls of each shape
     whole = timed(lambda: heldout.counts(model, progress=False))

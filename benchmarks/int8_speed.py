@@ -5,7 +5,7 @@
     .refenv/bin/python benchmarks/int8_speed.py --torch     # and torch's quantize_dynamic (docs/speed.md's .refenv)
 
 One process builds the classifier twice with the same random weights (the config's preset, 2 labels),
-quantizes one, and times both alternately through evaluate.py's path (``classify.dynamic_graph``, one
+quantizes one, and times both alternately through evaluate.py's path (``prediction_engine.dynamic_graph``, one
 compiled graph each, a warm-up call first), so both see the same load; ``uptime`` is printed before and
 after. Each time is the median of --repeats; ratio = float32 seconds / int8 seconds (above 1: int8 is
 faster). Also printed: the bytes the Dense layers keep (int8 against float32), and how the int8 logits
@@ -49,7 +49,7 @@ def main():
     use_device("CPU", cpu_setup=kernels.prepare_cpu)
     from albert_min.model.config import AlbertConfig
     from albert_min.model.heads import AlbertForSequenceClassification
-    from albert_min.tasks.classify import dynamic_graph
+    from albert_min.tasks.prediction_engine import dynamic_graph
     from encoder_throughput import make_inputs
 
     config = AlbertConfig.preset(args.config)

@@ -66,8 +66,8 @@ import evaluate                            # and what evaluate.py imports as it 
 from albert_min import tasks
 from albert_min.common import safe_output
 from albert_min.model import folder as checkpoint, kernels, modeling
-from albert_min.tasks import classify, glue_benchmark as glue
-from albert_min.tasks import glue as glue_tasks
+from albert_min.tasks import prediction_engine
+from albert_min.tasks.glue import metric as glue_metric, reading as glue_reading, task as glue_task
 from tokenizer import AlbertTokenizer
 model_dir, data = sys.argv[1:3]
 argv = ["--model", model_dir, "--data", data, "--json", "--quiet"]
@@ -81,8 +81,8 @@ if int(sys.argv[4]):
     texts = tasks.get_task("sst2").read(data).texts
     batch_size = evaluate.parse_args(argv).batch_size
     for _ in range(1 + int(sys.argv[4])):   # the first compiles this model's graphs
-        steady.append(classify.predict_logits(model, tokenizer, texts, None, batch_size, max_length,
-                                              progress=False)[1])
+        steady.append(prediction_engine.predict_logits(model, tokenizer, texts, None, batch_size, max_length,
+                                                       progress=False)[1])
 print(json.dumps({"end_to_end": end_to_end, "steady": steady[1:], "accuracy": metrics["accuracy"]}))
 """
 
@@ -130,8 +130,8 @@ def torch_eval(torch_dir, encoded, labels, hf_config):
     """The reference's evaluate: build, load a torch checkpoint, predict sorted batches, metrics."""
     import torch
     import transformers
-    from albert_min.tasks.glue_benchmark import binary_metrics
-    from albert_min.tasks.data import eval_batches, pad_batch
+    from albert_min.tasks.glue.metric import binary_metrics
+    from albert_min.tasks.batching import eval_batches, pad_batch
     start = time.perf_counter()
     model = transformers.AlbertForSequenceClassification(hf_config)
     model.load_state_dict(torch.load(os.path.join(torch_dir, "pytorch_model.bin")), strict=False)
@@ -162,13 +162,14 @@ def hf_config_of(config):
 
 def evaluate_rows(args, rows):
     import torch
-    from albert_min.tasks.data import encode_all, read_tsv
+    from albert_min.tasks.batching import encode_single_sentences
+    from albert_min.tasks.text_files import read_tsv
     from albert_min.model.heads import AlbertForSequenceClassification
     from tokenizer import AlbertTokenizer
     ours_model = AlbertForSequenceClassification.from_pretrained(MODEL)
     tokenizer = AlbertTokenizer.from_pretrained(MODEL)
     sentences, labels = read_tsv(DEV)
-    encoded = encode_all(tokenizer, sentences, 64)
+    encoded = encode_single_sentences(tokenizer, sentences, 64)
     hf_config = hf_config_of(ours_model.config)
     with tempfile.TemporaryDirectory() as tmp:
         torch.save({p.name: torch.from_numpy(p.asnumpy()) for p in ours_model.get_parameters()},

@@ -91,7 +91,7 @@ def setup(args):
     import mindspore as ms
     from albert_min.model.config import AlbertConfig
     from albert_min.model.heads import AlbertForQuestionAnswering
-    from albert_min.tasks.squad_task import SquadTask
+    from albert_min.tasks.squad.task import SquadTask
     from tokenizer import AlbertTokenizer
     config = AlbertConfig.preset("base") if args.base else AlbertConfig.from_json_file(os.path.join(SMALL,
                                                                                                    "config.json"))
@@ -119,11 +119,11 @@ def reference_model(ours):
 
 def padded_batches(prepared, batch_size):
     """[(windows, (input_ids, token_type_ids, attention_mask))]: the arrays ``SquadTask.predict`` makes."""
-    from albert_min.tasks import predicting
+    from albert_min.tasks import prediction_steps
     pad_id = prepared.features.tokenizer.pad_token_id
-    for chunk in predicting.chunks(prepared.features, batch_size):
-        yield chunk, predicting.padded([f.input_ids for f in chunk], [f.token_type_ids for f in chunk], pad_id,
-                                       prepared.max_length, batch_size, use_jit=True)
+    for chunk in prediction_steps.chunks(prepared.features, batch_size):
+        yield chunk, prediction_steps.padded([f.input_ids for f in chunk], [f.token_type_ids for f in chunk], pad_id,
+                                             prepared.max_length, batch_size, use_jit=True)
 
 
 def torch_logits(ref, arrays):
@@ -142,7 +142,7 @@ def torch_scored_windows(ref, prepared, batch_size):
 
 
 def in_process_rows(args, ours, task, prepared, windows, rows):
-    from albert_min.tasks import predicting
+    from albert_min.tasks import prediction_steps
     ref = reference_model(ours)
     scores = {}
 
@@ -156,8 +156,8 @@ def in_process_rows(args, ours, task, prepared, windows, rows):
                     f1={k: round(100 * v["f1"], 2) for k, v in scores.items()}))
 
     batches = [arrays for _, arrays in padded_batches(prepared, args.batch_size)]
-    forward = predicting.forward_fn(ours)
-    s_ours, s_ref, threads = median_pair(lambda: [predicting.run(forward, a) for a in batches],
+    forward = prediction_steps.forward_fn(ours)
+    s_ours, s_ref, threads = median_pair(lambda: [prediction_steps.run(forward, a) for a in batches],
                                          lambda: [torch_logits(ref, a) for a in batches],
                                          args.repeats, args.torch_threads)
     rows.append(row("forward only (padded batches made before)", windows, s_ours, s_ref, threads))

@@ -26,7 +26,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "docs")]
 DATA = os.path.join(os.path.dirname(ROOT), "shared", "data")
 
-from albert_min.tasks import conll, conlleval, squad, squad_decode, squad_metric  # noqa: E402
+from albert_min.tasks.conll import metric as conll_metric  # noqa: E402
+from albert_min.tasks.conll import reading as conll_reading  # noqa: E402
+from albert_min.tasks.conll import writing as conll_writing  # noqa: E402
+from albert_min.tasks.squad import decode as squad_decode  # noqa: E402
+from albert_min.tasks.squad import metric as squad_metric  # noqa: E402
+from albert_min.tasks.squad import reading as squad_reading  # noqa: E402
 from task_baselines import overlap_answers  # noqa: E402
 
 
@@ -59,11 +64,11 @@ def compare(name, official, ours):
 
 def check_squad_v1(script, data, out, rng):
     path = os.path.join(data, "squad", "dev-v1.1.json")
-    examples, _ = squad.read_squad(path)
+    examples, _ = squad_reading.read_squad(path)
     preds = {q: t for q, t in made_up_answers(examples, rng).items() if rng.random() < 0.98}
     squad_decode.write_predictions(out, [squad_decode.Prediction(q, t, 0.0, []) for q, t in preds.items()])
     official = run_json([sys.executable, script, path, os.path.join(out, "predictions.json")])
-    compare("SQuAD v1.1", official, squad_metric.evaluate_v1(squad.gold_answers(examples), preds))
+    compare("SQuAD v1.1", official, squad_metric.evaluate_v1(squad_reading.gold_answers(examples), preds))
 
 
 def check_squad_v2(script, data, out, rng):
@@ -78,30 +83,30 @@ def check_squad_v2(script, data, out, rng):
     path = os.path.join(out, "dev-v2.json")
     with open(path, "w", encoding="utf-8") as f:
         json.dump(dataset, f)
-    examples, _ = squad.read_squad(path)
+    examples, _ = squad_reading.read_squad(path)
     preds = [squad_decode.Prediction(q, "" if rng.random() < 0.3 else t, round(rng.uniform(-5, 5), 1), [])
              for q, t in made_up_answers(examples, rng).items()]
     squad_decode.write_predictions(out, preds, version_2=True)
     for threshold in (1.0, 0.5):
         official = run_json([sys.executable, script, path, os.path.join(out, "predictions.json"),
                              "--na-prob-file", os.path.join(out, "null_odds.json"), "--na-prob-thresh", str(threshold)])
-        ours = squad_metric.evaluate_v2(squad.gold_answers(examples), {p.qid: p.text for p in preds},
+        ours = squad_metric.evaluate_v2(squad_reading.gold_answers(examples), {p.qid: p.text for p in preds},
                                         {p.qid: p.null_odds for p in preds}, threshold)
         compare(f"SQuAD v2.0 (threshold {threshold})", official, ours)
 
 
 def check_conlleval(script, data, out, rng):
     folder = os.path.join(data, "conll2003")
-    train = conll.read_conll(os.path.join(folder, "eng.train"))
-    tagger, labels = conll.majority_tagger(train), conll.label_names_of(train)
+    train = conll_reading.read_conll(os.path.join(folder, "eng.train"))
+    tagger, labels = conll_metric.majority_tagger(train), conll_reading.label_names_of(train)
     rows = []
-    for s in conll.read_conll(os.path.join(folder, "eng.testb")):
+    for s in conll_reading.read_conll(os.path.join(folder, "eng.testb")):
         rows.append((s.words, s.tags, [rng.choice(labels) if rng.random() < 0.05 else t for t in tagger(s.words)]))
     path = os.path.join(out, "conll.txt")
-    conlleval.write_columns(path, rows)
+    conll_writing.write_columns(path, rows)
     with open(path, encoding="utf-8") as f:
         official = subprocess.run(["perl", script], stdin=f, capture_output=True, text=True, check=True).stdout.strip()
-    ours = conlleval.format_report(conlleval.evaluate([(gold, pred) for _, gold, pred in rows]))
+    ours = conll_metric.format_report(conll_metric.evaluate([(gold, pred) for _, gold, pred in rows]))
     if official != ours:
         sys.exit(f"conlleval differs:\n{official}\n--- albert_min:\n{ours}")
     print("conlleval: agree (its whole report, character for character)")

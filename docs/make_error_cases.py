@@ -533,7 +533,8 @@ def replaced_alone(path):
 
 def issue_36_damaged_and_long(add, train, evaluate):
     from albert_min.model.kernels import build
-    from albert_min.tasks import conlleval, files
+    from albert_min.tasks.conll import writing as conll_writing
+    from albert_min.tasks import file_io
     from helpers.task_files import CONLL, write_conll, write_race, write_squad
     # 36.1: convert read an albert_min folder's model.safetensors as a public checkpoint (a flipped bit laundered).
     st = p("36.1", "m")
@@ -567,11 +568,11 @@ def issue_36_damaged_and_long(add, train, evaluate):
     squad_flags = ["--doc-stride", "16", "--max-query-length", "16"]
     for task, model, name, earlier, extra in (
             ("squad", "tiny_qa", "predictions.json",
-             lambda f: files.write_json(f, {"q1": "an earlier answer"}, record=True), squad_flags),
+             lambda f: file_io.write_json(f, {"q1": "an earlier answer"}, record=True), squad_flags),
             ("race", "tiny_multiple_choice", "race.json",
-             lambda f: files.write_json(f, {"1.txt": ["A", "B"]}, record=True), []),
+             lambda f: file_io.write_json(f, {"1.txt": ["A", "B"]}, record=True), []),
             ("conll", "tiny_token_cls", "columns.txt",
-             lambda f: conlleval.write_columns(f, [(["Bonn"], ["I-LOC"], ["O"])]), [])):
+             lambda f: conll_writing.write_columns(f, [(["Bonn"], ["I-LOC"], ["O"])]), [])):
         ours, theirs = p(f"36.f{task}", "ours", name), p(f"36.f{task}", "theirs", name)
         earlier(ours)
         dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
@@ -632,7 +633,7 @@ def issue_44_records(add, evaluate):
     mine = write(p("44.5a", "user_preds.tsv"), "index\tprediction\n0\tmy label\n")
     add("44.5a", "evaluate --force onto a user's user_preds.tsv that begins with index<TAB>prediction",
         evaluate(SST2_SMALL, "--output", mine, "--force"), names=[mine, "no record"], check=intact(p("44.5a")))
-    from albert_min.tasks.glue import GlueTask
+    from albert_min.tasks.glue.task import GlueTask
     ours = p("44.5b", "preds.tsv")
     edited_preds = p("44.5c", "preds.tsv")
     for path in (ours, edited_preds):

@@ -31,19 +31,26 @@ sys.path.insert(0, ROOT)
 DATA = os.path.join(os.path.dirname(ROOT), "shared", "data")
 
 from albert_min.common.errors import AlbertMinError  # noqa: E402
-from albert_min.tasks import conll, conlleval, race, squad, squad_decode, squad_metric  # noqa: E402
+from albert_min.tasks.conll import metric as conll_metric  # noqa: E402
+from albert_min.tasks.conll import reading as conll_reading  # noqa: E402
+from albert_min.tasks.race import metric as race_metric  # noqa: E402
+from albert_min.tasks.race import reading as race_reading  # noqa: E402
+from albert_min.tasks.squad import decode as squad_decode  # noqa: E402
+from albert_min.tasks.squad import features as squad_features  # noqa: E402
+from albert_min.tasks.squad import metric as squad_metric  # noqa: E402
+from albert_min.tasks.squad import reading as squad_reading  # noqa: E402
 
 SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+")
 
 
 def race_baselines(data):
-    train = race.read_race(os.path.join(data, "race", "RACE", "train"))
-    letter = race.majority_option(train)
-    rows = [f"RACE majority option from train: {race.LETTERS[letter]}"]
+    train = race_reading.read_race(os.path.join(data, "race", "RACE", "train"))
+    letter = race_metric.majority_option(train)
+    rows = [f"RACE majority option from train: {race_reading.LETTERS[letter]}"]
     for split in ("dev", "test"):
-        questions = race.read_race(os.path.join(data, "race", "RACE", split))
-        acc = race.accuracy(questions, [letter] * len(questions))
-        rows.append(f"RACE {split:<4}  chance 25.00 | majority {race.LETTERS[letter]}: "
+        questions = race_reading.read_race(os.path.join(data, "race", "RACE", split))
+        acc = race_metric.accuracy(questions, [letter] * len(questions))
+        rows.append(f"RACE {split:<4}  chance 25.00 | majority {race_reading.LETTERS[letter]}: "
                     f"middle {acc['middle']:.2f}  high {acc['high']:.2f}  all {acc['all']:.2f}  "
                     f"({len(questions)} questions)")
     return rows
@@ -51,11 +58,11 @@ def race_baselines(data):
 
 def conll_baselines(data):
     folder = os.path.join(data, "conll2003")
-    tagger = conll.majority_tagger(conll.read_conll(os.path.join(folder, "eng.train")))
+    tagger = conll_metric.majority_tagger(conll_reading.read_conll(os.path.join(folder, "eng.train")))
     rows = []
     for name in ("eng.testa", "eng.testb"):
-        sentences = conll.read_conll(os.path.join(folder, name))
-        report = conlleval.evaluate([(s.tags, tagger(s.words)) for s in sentences])
+        sentences = conll_reading.read_conll(os.path.join(folder, name))
+        report = conll_metric.evaluate([(s.tags, tagger(s.words)) for s in sentences])
         per_type = "  ".join(f"{k} {v['f1']:.2f}" for k, v in report["per_type"].items())
         rows.append(f"CoNLL {name}  per-word majority tag: precision {report['precision']:.2f}  "
                     f"recall {report['recall']:.2f}  F1 {report['f1']:.2f}  (F1 by type: {per_type})")
@@ -90,8 +97,8 @@ def squad_baselines(data):
     """On all of dev-v1.1, and on articles 25-48 (the non-standard split's evaluation half)."""
     rows = []
     for articles, label in ((None, "dev-v1.1"), ((25, 48), "dev-v1.1 articles 25-48")):
-        examples, _ = squad.read_squad(os.path.join(data, "squad", "dev-v1.1.json"), articles=articles)
-        gold = squad.gold_answers(examples)
+        examples, _ = squad_reading.read_squad(os.path.join(data, "squad", "dev-v1.1.json"), articles=articles)
+        gold = squad_reading.gold_answers(examples)
         answers = {e.qid: overlap_answers(e) for e in examples}
         for i, name in enumerate(("best-overlap sentence", "best-overlap sentence minus question words")):
             score = squad_metric.evaluate_v1(gold, {qid: a[i] for qid, a in answers.items()})
@@ -103,16 +110,16 @@ def squad_baselines(data):
 def squad_ceiling(data):
     from tokenizer import AlbertTokenizer
     tokenizer = AlbertTokenizer.from_pretrained(os.path.join(ROOT, "weights", "pretrained-small"))
-    examples, _ = squad.read_squad(os.path.join(data, "squad", "dev-v1.1.json"))
+    examples, _ = squad_reading.read_squad(os.path.join(data, "squad", "dev-v1.1.json"))
 
     def gold_as_logits():
-        for f in squad.iter_features(tokenizer, examples, squad.WindowConfig(), with_labels=True):
+        for f in squad_features.iter_features(tokenizer, examples, squad_features.WindowConfig(), with_labels=True):
             start, end = np.zeros(len(f.input_ids)), np.zeros(len(f.input_ids))
             start[f.start_position], end[f.end_position] = 20.0, 19.0
             yield f, start, end
 
     preds = {p.qid: p.text for p in squad_decode.decode_stream(examples, gold_as_logits(), squad_decode.DecodeConfig())}
-    score = squad_metric.evaluate_v1(squad.gold_answers(examples), preds)
+    score = squad_metric.evaluate_v1(squad_reading.gold_answers(examples), preds)
     return [f"SQuAD dev-v1.1  ceiling (gold windows decoded back): EM {score['exact_match']:.2f}  F1 {score['f1']:.2f}"]
 
 

@@ -32,3 +32,25 @@ def test_import_contracts_are_kept():
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert "albert_min's layers import downwards only KEPT" in done.stdout, done.stdout[-3000:]
     assert "no import cycles between the modules of any package KEPT" in done.stdout, done.stdout[-3000:]
+
+
+TASK_FAMILIES = ("conll", "glue", "pretraining", "race", "squad")
+# A family's files, named by their role, the same name in every family (albert_min/tasks/__init__.py).
+TASK_ROLE_FILES = {"task.py", "reading.py", "features.py", "loss.py", "metric.py", "decode.py", "writing.py",
+                   "windows.py"}
+EVERY_FAMILY_HAS = {"task.py", "reading.py", "metric.py"}
+
+
+def test_each_task_family_is_a_folder_of_role_files():
+    """Issue 45: tasks/ is one folder per family, each file named by its role, the same names across
+    families; the registry finds each family's Task subclass in its task.py."""
+    import albert_min.tasks as tasks
+    folder = os.path.dirname(tasks.__file__)
+    families = sorted(d for d in os.listdir(folder) if os.path.isfile(os.path.join(folder, d, "__init__.py")))
+    assert families == list(TASK_FAMILIES)
+    for family in TASK_FAMILIES:
+        files = {f for f in os.listdir(os.path.join(folder, family)) if f.endswith(".py")} - {"__init__.py"}
+        assert EVERY_FAMILY_HAS <= files, f"tasks/{family}/ lacks {sorted(EVERY_FAMILY_HAS - files)}"
+        assert files <= TASK_ROLE_FILES, f"tasks/{family}/ has files of no role: {sorted(files - TASK_ROLE_FILES)}"
+    assert {module for module, _, _ in tasks.REGISTRY.values()} == {f"{f}.task" for f in TASK_FAMILIES}
+    assert all(f"{role:<12}" in tasks.__doc__ for role in TASK_ROLE_FILES)   # the docstring lists every role

@@ -10,7 +10,7 @@ refused before any work, naming the device and the installed build.
 Some of albert_min is for MindSpore's CPU backend only (``applies_cpu_only_parts``): the number of
 MindSpore kernel threads (``default_cpu_threads``), its memory pool's blocks
 (``set_cpu_memory_pool``), the compile cache evaluate.py keeps
-(``classify.compile_cache``) and the compiled kernels (``albert_min.model.kernels``, CPU code called
+(``prediction_engine.compile_cache``) and the compiled kernels (``albert_min.model.kernels``, CPU code called
 through ``ops.Custom``). Elsewhere MindSpore's own kernels and defaults run.
 
 MindSpore's CPU kernels run on 1 thread by default: a second one was measured slower on the
@@ -31,7 +31,7 @@ The device is where a process runs, not a setting of the training run: a run sav
 device resumes on another (train.py records no device in the state).
 
 Layer: ``albert_min.common``, the bottom one (the layers: ``albert_min/__init__.py``).
-``set_cpu_threads`` (from ``training.step``) and ``default_compile_cache`` (from ``tasks.classify``)
+``set_cpu_threads`` (from ``training.step``) and ``default_compile_cache`` (from ``tasks.prediction_engine``)
 moved down into this module: ``use_device`` sets the threads, and the kernels (``albert_min.model``)
 build under the cache folder, so neither has to reach up a layer for them.
 """

@@ -278,7 +278,7 @@ def load_model_dir(model, directory, allow_missing=()):
 
 
 SETTINGS_SCHEMA = {"task": Field(str, required=False), "max_length": Field(int, low=3, high=1 << 20),
-                   # a SQuAD model's windows and decoding (tasks.squad_task.OPTION_DEFAULTS)
+                   # a SQuAD model's windows and decoding (tasks.squad.task.OPTION_DEFAULTS)
                    **{name: Field(int, low=1, high=1 << 20, required=False)
                       for name in ("doc_stride", "max_query_length", "max_answer_length")},
                    "null_score_diff_threshold": Field(float, required=False)}

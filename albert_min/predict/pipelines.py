@@ -12,7 +12,7 @@ Everything comes from the model folder: the weights, the tokenizer
 ``AlbertConfig`` reads them: ``id2label``, else ``LABEL_0, LABEL_1, ...``) and the
 truncation length training used (``train_metrics.json``'s ``max_length``,
 else 128, never past ``max_position_embeddings``). Prediction is
-``classify.predict_logits``, evaluate.py's path; ``score`` is the
+``prediction_engine.predict_logits``, evaluate.py's path; ``score`` is the
 probability of the predicted label; a regression model (one output) returns
 ``{"score": value}`` instead.
 
@@ -80,8 +80,9 @@ class TextClassificationPipeline:
             check_item(item, None if single else i, self.tokenizer)
         if not items:
             return []
-        from ..tasks.classify import predict_logits, softmax
-        from ..tasks.data import DataError, TextColumn
+        from ..tasks.prediction_engine import predict_logits, softmax
+        from ..tasks.errors import DataError
+        from ..tasks.text_files import TextColumn
         # Each text names its item, so text that only the tokenizer finds empty
         # ("\u200b", control characters, a lone accent) or invalid is refused by name.
         texts = TextColumn([item[0] if isinstance(item, tuple) else item for item in items],
@@ -107,14 +108,14 @@ def check_item(item, index, tokenizer):
     """A non-empty text, or a tuple of two; anything else is an error naming the item.
 
     Either text of a pair must keep a piece once normalised, as it must not be "";
-    a single text is checked where it is encoded (``data.encode_examples``).
+    a single text is checked where it is encoded (``batching.encode_examples``).
     """
     where = "input" if index is None else f"input {index}"
     if isinstance(item, tuple):
         if len(item) != 2:
             raise PipelineError(f"{where}: a sentence pair is a tuple of 2 texts, got {len(item)} items")
         for part, name in zip(item, ("text", "text_pair")):
-            check_text(part, f"{where} ({name})")
+            check_pipeline_text(part, f"{where} ({name})")
             try:
                 pieces = tokenizer.tokenize(part)
             except AlbertMinError as err:   # the tokenizer's TokenizerError: a lone surrogate
@@ -123,10 +124,10 @@ def check_item(item, index, tokenizer):
                 raise PipelineError(f"{where} ({name}): empty text once normalised ({part[:40]!r}: only white "
                                     "space, control, zero-width or combining characters)")
     else:
-        check_text(item, where)
+        check_pipeline_text(item, where)
 
 
-def check_text(text, where):
+def check_pipeline_text(text, where):
     """A non-empty string of valid Unicode, else a PipelineError naming ``where`` (the item)."""
     from tokenizer.albert_tokenizer import TokenizerError, check_unicode
     if not isinstance(text, str):

@@ -11,7 +11,7 @@
 ``pipeline(dir)`` picks the pipeline by the head the folder's weights carry (``model_head``).
 Both run the task classes' own path (``SquadTask`` windows and decoding, ``ConllTask``
 word tags), so a pipeline answers exactly as evaluate.py scores; a NER text longer than one
-window is tagged whole, in overlapping windows (``tasks.conll_windows``). Character offsets
+window is tagged whole, in overlapping windows (``tasks.conll.windows``). Character offsets
 index the text as given.
 
 Layer: ``albert_min.predict``, above ``tasks`` (the layers: ``albert_min/__init__.py``).
@@ -20,7 +20,7 @@ Layer: ``albert_min.predict``, above ``tasks`` (the layers: ``albert_min/__init_
 import os
 
 from ..model.folder import checkpoint_format, tokenizer_file, training_max_length, weights_file
-from .pipelines import PipelineError, check_text
+from .pipelines import PipelineError, check_pipeline_text
 
 HEAD_PREFIXES = ("qa_outputs.", "classifier.", "albert.pooler.")
 
@@ -79,7 +79,7 @@ class QuestionAnsweringPipeline:
 
     def __init__(self, model_dir, batch_size=64, max_length=None, use_jit=True, **options):
         from ..model.heads import AlbertForQuestionAnswering
-        from ..tasks.squad_task import SquadTask, options_for
+        from ..tasks.squad.task import SquadTask, options_for
         self.model, self.tokenizer = _load(model_dir, AlbertForQuestionAnswering, batch_size)
         n_best = {"n_best": options.pop("n_best")} if "n_best" in options else {}
         self.task = SquadTask("squad", **options_for(model_dir, **options), **n_best)
@@ -89,8 +89,8 @@ class QuestionAnsweringPipeline:
         self.batch_size, self.use_jit = batch_size, use_jit
 
     def __call__(self, inputs):
-        from ..tasks.squad import SquadExample
-        from ..tasks.squad_task import SquadFile
+        from ..tasks.squad.reading import SquadExample
+        from ..tasks.squad.task import SquadFile
         single = isinstance(inputs, dict)
         items = [inputs] if single else inputs
         if not isinstance(items, list):
@@ -101,8 +101,8 @@ class QuestionAnsweringPipeline:
             where = "input" if single else f"input {i}"
             if not isinstance(item, dict) or set(item) != {"question", "context"}:
                 raise PipelineError(f"{where}: expected a dict with the keys 'question' and 'context'")
-            check_text(item["question"], f"{where} (question)")
-            check_text(item["context"], f"{where} (context)")
+            check_pipeline_text(item["question"], f"{where} (question)")
+            check_pipeline_text(item["context"], f"{where} (context)")
             examples.append(SquadExample(str(i), item["question"], item["context"], []))
         if not examples:
             return []
@@ -123,12 +123,12 @@ class TokenClassificationPipeline:
 
     A text longer than ``max_length`` pieces is tagged whole, in overlapping windows of half
     a window's stride, each word by the window where it has the most context
-    (``tasks.conll_windows``); a text that fits one window is tagged as evaluate.py tags it.
+    (``tasks.conll.windows``); a text that fits one window is tagged as evaluate.py tags it.
     """
 
     def __init__(self, model_dir, batch_size=64, max_length=None, use_jit=True):
         from ..model.heads import AlbertForTokenClassification
-        from ..tasks.conll import ConllTask
+        from ..tasks.conll.task import ConllTask
         self.model, self.tokenizer = _load(model_dir, AlbertForTokenClassification, batch_size)
         self.task = ConllTask()
         try:
@@ -139,14 +139,14 @@ class TokenClassificationPipeline:
         self.batch_size, self.use_jit = batch_size, use_jit
 
     def __call__(self, inputs):
-        from ..tasks.conll import entity_spans, split_words
-        from ..tasks.conll_windows import prepare_windows, text_tags
+        from ..tasks.conll.features import entity_spans, split_words
+        from ..tasks.conll.windows import prepare_windows, text_tags
         single = isinstance(inputs, str)
         texts = [inputs] if single else inputs
         if not isinstance(texts, list):
             raise PipelineError(f"expected a text or a list of texts, got {type(inputs).__name__}")
         for i, text in enumerate(texts):
-            check_text(text, "input" if single else f"input {i}")
+            check_pipeline_text(text, "input" if single else f"input {i}")
         if not texts:
             return []
         split = [split_words(text) for text in texts]

@@ -1,25 +1,45 @@
 """The task registry: ``get_task(name)`` for train.py's and evaluate.py's ``--task``.
 
-A new task family is one module in this package (a ``base.Task`` subclass, see
-``albert_min/tasks/base.py`` for the interface) plus one line in ``REGISTRY``.
+One folder per task family, each file named by its role, the same name in every family:
 
-The paper's other benchmarks live here as functions too: SQuAD v1.1/v2.0 (squad,
-squad_metric, squad_decode), RACE (race) and CoNLL-2003 NER (conll, conlleval): readers
-whose errors name the file and line (or question id), features and padded batches for
-the heads, decoding, the official metrics and writers of the official prediction formats.
+    glue/  pretraining/  squad/  race/  conll/
+        task.py      the ``task_base.Task`` subclass: what the Trainer, train.py and evaluate.py call
+        reading.py   the data files -> examples (errors name the file and line, or question id)
+        features.py  examples -> model inputs: token ids, windows, padded batches
+        loss.py      the training loss of the family's head
+        metric.py    the official score (GLUE's metrics, SQuAD's EM/F1, conlleval, ...)
+        decode.py    model outputs -> answers, where that is a step of its own (SQuAD)
+        writing.py   the official prediction file, where the task module does not write it itself
+        windows.py   CoNLL: tagging a text longer than one window (pipelines)
+
+Every family has ``task.py``, ``reading.py`` and ``metric.py``; the others where the family
+has that part (GLUE's features are the shared ``batching.encode_examples``, its loss sits in
+``task.py``). The families never import each other (``.importlinter``'s task-families
+contract). What they share sits beside them:
+
+    task_base.py          the Task interface, Prepared, shuffled batches
+    errors.py             DataError, the error of every data file
+    text_files.py         UTF-8 text and TSV lines and rows (GLUE's and the generic TSV's reader)
+    file_io.py            JSON in, text/JSON out atomically, recognising the prediction files we wrote
+    batching.py           token ids -> padded, length-bucketed batches
+    prediction_engine.py  compiled forward graphs, their compile cache, batched sentence classification
+    prediction_steps.py   what each family's ``predict`` shares: forward pass, padding, progress, Replay
+
+A new task family is one folder (its ``task.py`` holds a ``task_base.Task`` subclass) plus
+one line in ``REGISTRY``.
 """
 
-from .data import DataError
-from .base import Prepared, Task
+from .task_base import Prepared, Task
+from .errors import DataError
 
 # name -> (module of this package, class, constructor arguments)
 REGISTRY = {
-    **{name: ("glue", "GlueTask", (name,)) for name in
+    **{name: ("glue.task", "GlueTask", (name,)) for name in
        ("cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli", "cls")},
-    **{name: ("pretraining", "PretrainingTask", (name,)) for name in ("sop", "nsp", "mlm")},
-    **{name: ("squad_task", "SquadTask", (name,)) for name in ("squad", "squad_v2")},
-    "race": ("race", "RaceTask", ("race",)),
-    "conll": ("conll", "ConllTask", ("conll",)),
+    **{name: ("pretraining.task", "PretrainingTask", (name,)) for name in ("sop", "nsp", "mlm")},
+    **{name: ("squad.task", "SquadTask", (name,)) for name in ("squad", "squad_v2")},
+    "race": ("race.task", "RaceTask", ("race",)),
+    "conll": ("conll.task", "ConllTask", ("conll",)),
 }
 TASK_NAMES = tuple(REGISTRY)
 
@@ -39,8 +59,8 @@ def infer_task(path: str) -> str:
     ``eng.*`` file -> conll, a GLUE folder by its name (``glue/RTE/dev.tsv`` -> rte); ``cls``
     (albert_min's generic sentence<TAB>label TSV) for anything else."""
     import os
-    from .glue_benchmark import infer_task as infer_glue_task
-    from .squad_task import article_range
+    from .glue.reading import infer_task as infer_glue_task
+    from .squad.task import article_range
     if not path:
         return "cls"
     if article_range(path)[0].endswith(".json"):

@@ -6,18 +6,18 @@ reader sees half a file, and ``json_kind`` recognises a predictions file written
 import json
 import os
 
-from .data import DataError
 from ..common.json_files import load_json
 from ..common.safe_output import FileKind, remove_dead_temp_files, replace_file
+from .errors import DataError
 
 
-def read_json(path):
+def read_json_data(path):
     """The JSON value in ``path`` (``json_files.load_json``, any size); a DataError naming
     ``path:line`` if it is not plain UTF-8 JSON (too deep, an integer too long, NaN...)."""
     return load_json(path, DataError, max_bytes=None)
 
 
-def check_text(text, where):
+def check_utf8_text(text, where):
     """``text`` unless it holds a lone surrogate (``"\\ud800"``, half of a UTF-16 pair, which a
     JSON escape can write but UTF-8 cannot): then a DataError naming ``where``. The tokenizer,
     SentencePiece and every file written need text that UTF-8 can encode."""

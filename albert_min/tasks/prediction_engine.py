@@ -1,5 +1,6 @@
 """Sentence classification in eval mode: batched prediction, one dynamic-shape graph
-(metrics: albert_min.tasks.glue_benchmark).
+(metrics: albert_min.tasks.glue.metric); also the compiled forward (``compiled``) and the compile
+cache every family's ``predict`` uses.
 
 Layer: ``albert_min.tasks``, above ``checkpoints`` (the layers: ``albert_min/__init__.py``).
 """
@@ -15,8 +16,8 @@ import sys
 import time
 import weakref
 
-import numpy as np
 import mindspore as ms
+import numpy as np
 from mindspore import nn
 from tqdm import tqdm
 
@@ -24,7 +25,7 @@ from ..common.checksums import sha256_of
 from ..common.device import cache_not_usable, under
 from ..common.errors import os_error_text
 from ..common.json_files import Field, JSONFileError, read_json
-from .data import encode_examples, eval_batches, pad_with_types
+from .batching import encode_examples, eval_batches, pad_with_types
 
 
 _GRAPHS = weakref.WeakKeyDictionary()
@@ -252,16 +253,22 @@ def predict_logits(model, tokenizer, texts, text_pairs=None, batch_size=64, max_
     padded keys get exactly zero attention.
     Returns (logits, seconds spent).
     """
-    model.set_train(False)
     ids, types = encode_examples(tokenizer, texts, text_pairs, max_length)
+    return predict_encoded_logits(model, ids, types, tokenizer.pad_token_id, batch_size, use_jit, progress, cache_dir)
+
+
+def predict_encoded_logits(model, ids, types, pad_id, batch_size=64, use_jit=True, progress=True, cache_dir=None):
+    """``predict_logits`` on examples already encoded (``batching.encode_examples``' ids and token
+    type ids, as ``GlueTask.prepare`` keeps them). Returns (logits, seconds spent)."""
+    model.set_train(False)
     graph = use_jit and graph_pays(model, len(ids), cache_dir)
     forward = dynamic_graph(model) if graph else model
-    logits = np.zeros((len(texts), model.config.num_labels), np.float32)
+    logits = np.zeros((len(ids), model.config.num_labels), np.float32)
     start = time.perf_counter()
     with compile_cache(cache_dir if graph else None, model, [DYNAMIC_SHAPE]), \
-            tqdm(total=len(texts), desc="evaluating", unit="ex", disable=not progress) as bar:
+            tqdm(total=len(ids), desc="evaluating", unit="ex", disable=not progress) as bar:
         for idx, rows in eval_batches(ids, batch_size):
-            batch = pad_with_types(rows, [types[i] for i in idx], tokenizer.pad_token_id)
+            batch = pad_with_types(rows, [types[i] for i in idx], pad_id)
             logits[idx] = forward(*[ms.Tensor(x) for x in batch]).asnumpy()
             bar.update(len(idx))
     return logits, time.perf_counter() - start

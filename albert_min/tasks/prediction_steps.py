@@ -1,14 +1,14 @@
 """What the task families' ``predict`` share: the model's eval-mode forward pass (compiled
-once per model, ``classify.compiled``), batches of few distinct shapes, and the progress bar."""
+once per model, ``prediction_engine.compiled``), batches of few distinct shapes, and the progress bar."""
 
 import numpy as np
 
-from .data import bucket_length, pad_with_types
+from .batching import bucket_length, pad_with_types
 
 
 def forward_fn(model, use_jit=True):
     """The model's forward pass in eval mode, as a graph unless ``use_jit`` is False."""
-    from .classify import compiled
+    from .prediction_engine import compiled
     model.set_train(False)
     return compiled(model, use_jit)
 

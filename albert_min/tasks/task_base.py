@@ -1,6 +1,6 @@
 """The task interface: what a task family gives the Trainer, train.py and evaluate.py.
 
-A task family is one module under ``albert_min/tasks/`` holding a ``Task`` subclass, and
+A task family is one folder under ``albert_min/tasks/`` whose ``task.py`` holds a ``Task`` subclass, and
 one line in the registry (``albert_min/tasks/__init__.py``). The Trainer knows nothing
 else about a task: what a batch holds, how a loss or a score is computed, and how a data
 file is laid out all live here.
@@ -10,7 +10,7 @@ Data flows through the task in four forms, each made by the method named:
     path --read--> examples --prepare--> Prepared --train_batches--> batches (tuples of numpy arrays)
                                              \\--predict--> outputs --score--> metrics / --write_predictions--> file
 
-- **examples** (``read(path)``): the file's rows as the task's own type (a ``glue_benchmark.Examples``,
+- **examples** (``read(path)``): the file's rows as the task's own type (a ``glue.reading.Examples``,
   a list of documents, SQuAD articles...). ``len(examples)`` is the number of rows. Every
   malformed row is a ``DataError`` naming ``path:line``.
 - **Prepared** (``prepare(examples, tokenizer, max_length)``): the examples turned into
@@ -28,9 +28,8 @@ Data flows through the task in four forms, each made by the method named:
 The Trainer calls ``steps_per_epoch``, ``train_batches``, ``split_batch``, ``loss_fn``,
 ``evaluate`` and ``selection_score``; train.py (albert_min.training.run) also ``read``,
 ``files_read``, ``training_notes``, ``tokenizer_text``, ``configure_model``, ``check_model``
-and ``training_sets``; evaluate.py ``read`` and ``check_model`` (its GLUE report still
-reads ``albert_min.tasks.glue_benchmark`` directly); ``predict``, ``score`` and ``write_predictions`` are the
-evaluation path a task without a GLUE report (question answering, tagging) gives its script.
+and ``training_sets``; evaluate.py ``read`` and ``check_model``, then ``prepare``, ``predict``, ``score`` and ``write_predictions``:
+the evaluation path of every family (GLUE's table report reads ``GlueTask.report``'s extras).
 """
 
 import dataclasses
@@ -39,10 +38,7 @@ from typing import Iterator, Optional
 
 import numpy as np
 
-from .data import DataError
-
-# CoNLL's features write it and the token loss (losses.py) skips it: here, so neither imports the other.
-IGNORE = -100          # label of pieces that are not the first of a word (the loss skips it)
+from .errors import DataError
 
 
 @dataclasses.dataclass
@@ -160,14 +156,21 @@ class Task:
 
     # -------------------------------------------------------------- evaluation
     def predict(self, model, prepared: Prepared, *, batch_size: int = 64, use_jit: bool = True,
-                progress: bool = False) -> Iterator:
-        """Eval-mode outputs for ``prepared``, batch by batch (see the module docstring)."""
+                progress: bool = False, cache_dir: Optional[str] = None) -> Iterator:
+        """Eval-mode outputs for ``prepared``, batch by batch (see the module docstring).
+        ``cache_dir``: where a task whose forward is one dynamic-shape graph (GLUE's) keeps it
+        for the next process (``prediction_engine.compile_cache``); the others compile per shape
+        and ignore it."""
         raise NotImplementedError
 
     def score(self, prepared: Prepared, outputs) -> dict:
         """The task's official metrics ({name: float}, fractions) from ``predict``'s outputs,
         the official one first, plus ``examples``."""
         raise NotImplementedError
+
+    def report(self, prepared: Prepared, outputs) -> dict:
+        """What evaluate.py prints: ``score``'s metrics by default (GLUE adds its confusion matrix)."""
+        return self.score(prepared, outputs)
 
     def evaluate(self, model, dev: Prepared, *, batch_size: int = 64, use_jit: bool = True,
                  progress: bool = False, parallel=None) -> dict:
@@ -193,7 +196,7 @@ def finite_or_worst(score: Optional[float], worst: float = -1.0) -> float:
 def shuffled_batches(lengths, batch_size: int, rng, parallel):
     """Index arrays of one epoch's length-bucketed batches (``data.train_batch_indices``), each
     cut to this worker's share; batches a worker has no rows of are skipped."""
-    from .data import train_batch_indices
+    from .batching import train_batch_indices
     for idx in train_batch_indices(lengths, batch_size, rng):
         rows = parallel.shard(len(idx))
         if rows is not None:

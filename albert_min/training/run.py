@@ -11,7 +11,7 @@ import sys
 import tempfile
 
 from ..model.config import AlbertConfig, ConfigError, load_config
-from ..tasks.data import read_tsv, text_lines
+from ..tasks.text_files import read_tsv, text_lines
 from ..common.safe_output import OutputError, check_replaceable, output_lock, recover_directory
 from ..tasks import get_task
 from ..common.json_files import Field, check_fields

@@ -14,7 +14,7 @@ from typing import Optional
 
 from ..common.checksums import file_fingerprint
 from ..common.errors import AlbertMinError
-from ..tasks.squad_task import OPTION_DEFAULTS, article_range
+from ..tasks.squad.task import OPTION_DEFAULTS, article_range
 from .config import EXTENDABLE, PRESENTATION, TrainingConfig
 
 
@@ -47,7 +47,7 @@ class RunConfig:
     dropout: Optional[float] = None            # None: 0.1 from scratch, else the config's own
     max_length: int = 64                       # pieces per example, [CLS]/[SEP] included
     mask_prob: Optional[float] = None          # pre-training's masked share (None: 0.15)
-    # SQuAD's windows and dev decoding (tasks.squad_task.OPTION_DEFAULTS); None for other tasks
+    # SQuAD's windows and dev decoding (tasks.squad.task.OPTION_DEFAULTS); None for other tasks
     doc_stride: Optional[int] = None           # context pieces from one window's start to the next
     max_query_length: Optional[int] = None     # question pieces kept
     max_answer_length: Optional[int] = None    # longest answer, in pieces, decoded on dev

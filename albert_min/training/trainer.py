@@ -29,7 +29,7 @@ from ..common.parallel import SingleProcess
 from ..common.safe_output import output_lock
 from ..model import kernels
 from ..model.folder import SETTINGS_FILE, TRAIN_METRICS_FILE, model_arrays, save_model_dir
-from ..tasks.base import rows_of
+from ..tasks.task_base import rows_of
 from .mixed_precision import (check_device, float32_forward, loss_scale_state, make_loss_scaler,
                               mixed_precision_network, restore_loss_scale)
 from .step import (kernel_dropouts, linear_warmup_decay, make_accumulating_step, make_optimizer, make_train_step,

@@ -9,7 +9,8 @@ import tempfile
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from albert_min.model.config import AlbertConfig, ConfigError, load_config
-from albert_min.tasks.data import DataError, read_tsv
+from albert_min.tasks.errors import DataError
+from albert_min.tasks.text_files import read_tsv
 
 FIELDS = [f for f in AlbertConfig.__dataclass_fields__]
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -36,7 +36,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E
 from albert_min.common.errors import AlbertMinError  # noqa: E402
 from albert_min.common.parallel import SingleProcess  # noqa: E402
 from albert_min.tasks import get_task  # noqa: E402
-from albert_min.tasks.data import DataError  # noqa: E402
+from albert_min.tasks.errors import DataError  # noqa: E402
 from helpers.task_files import GLUE_FILES, RACE_FILES, squad_json  # noqa: E402
 from tokenizer import AlbertTokenizer  # noqa: E402
 

@@ -26,7 +26,7 @@ def main(longest=256, new_lengths=5, rows=32):
     from albert_min.common.device import set_cpu_threads, use_device
     from albert_min.model.config import AlbertConfig
     from albert_min.model.heads import AlbertForQuestionAnswering
-    from albert_min.tasks.losses import make_qa_loss_fn
+    from albert_min.tasks.squad.loss import make_qa_loss_fn
     from albert_min.training.step import make_optimizer, make_train_step, reseed_dropout
     use_device("CPU")
     set_cpu_threads(1)

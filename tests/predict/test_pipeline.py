@@ -121,9 +121,9 @@ def test_pipeline_stays_the_function_after_its_module_is_imported():
 
 
 def test_pipeline_is_classifys_prediction_path(clf):
-    """The pipeline predicts through classify.predict_logits, as evaluate.py does: the same
+    """The pipeline predicts through prediction_engine.predict_logits, as evaluate.py does: the same
     numbers exactly, pairs and single texts mixed in one call."""
-    from albert_min.tasks.classify import predict_logits, softmax
+    from albert_min.tasks.prediction_engine import predict_logits, softmax
     items = [PAIRS[0], TEXTS[1], PAIRS[1], TEXTS[0]]
     logits, _ = predict_logits(clf.model, clf.tokenizer, [i[0] if isinstance(i, tuple) else i for i in items],
                                [i[1] if isinstance(i, tuple) else None for i in items], max_length=clf.max_length,

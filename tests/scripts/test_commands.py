@@ -207,7 +207,7 @@ def test_a_checkpoint_not_converted_says_how_to_convert_it(tmp_path):
 
 def test_a_comma_separated_file_is_told_to_be_tab_separated(tmp_path):
     from albert_min.tasks import get_task
-    from albert_min.tasks.data import DataError
+    from albert_min.tasks.errors import DataError
     csv = tmp_path / "reviews.csv"
     csv.write_text("sentence,label\na gorgeous film,1\n")
     with pytest.raises(DataError, match=r"reviews\.csv:1: .*the file must be tab-separated \(a TSV\), and this one "
@@ -220,10 +220,11 @@ def test_an_undefined_dev_metric_is_shown_as_undefined_not_as_minus_one():
     says what it is ("saved ... (score -1.0000)" looked like a perfectly wrong model)."""
     import numpy as np
     from albert_min.tasks import get_task
-    from albert_min.tasks import glue_benchmark as glue
+    from albert_min.tasks.glue import metric as glue_metric
+    from albert_min.tasks.glue import reading as glue_reading
     from albert_min.training.trainer import shown_score
     constant = np.array([[1.0, 0.0]] * 4)
-    metrics = {f"dev_{k}": v for k, v in glue.evaluation_metrics(glue.TASKS["cola"], [0, 1, 1, 0], constant).items()}
+    metrics = {f"dev_{k}": v for k, v in glue_metric.evaluation_metrics(glue_reading.TASKS["cola"], [0, 1, 1, 0], constant).items()}
     score = get_task("cola").selection_score(metrics)
     assert score == -1.0
     assert shown_score(score, metrics) == ("score undefined: dev_matthews (one class predicted for every example); "

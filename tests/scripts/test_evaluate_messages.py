@@ -112,7 +112,7 @@ def test_an_unusable_compile_cache_is_one_notice_not_mindspores_errors(tmp_path)
     """Issue 36: MindSpore logged 9 raw [ERROR] lines for a cache folder it could not make. Both parts
     that keep files there (the kernels' build, the compiled graph: GRAPH_FROM_ROWS rows) are said in one line."""
     import subprocess
-    from albert_min.tasks.classify import GRAPH_FROM_ROWS
+    from albert_min.tasks.prediction_engine import GRAPH_FROM_ROWS
     (tmp_path / "a_file").write_text("not a folder")
     rows = ["a gorgeous film .\t1", *[f"{s}\t0" for s in NEGATIVE]] * (GRAPH_FROM_ROWS // (len(NEGATIVE) + 1) + 1)
     data = write(tmp_path / "dev.tsv", ["sentence\tlabel", *rows])

@@ -20,8 +20,9 @@ from albert_min.model.folder import CheckpointError, read_checkpoint, record_mod
 from albert_min.common.safe_output import (MANIFEST_FILE, OutputError, atomic_directory, check_replaceable,
                                            read_manifest, recover_directory)
 from albert_min.model.config import ConfigError, load_config
-from albert_min.tasks.data import DataError, read_tsv
-from albert_min.tasks.pretraining_objectives import read_documents
+from albert_min.tasks.errors import DataError
+from albert_min.tasks.text_files import read_tsv
+from albert_min.tasks.pretraining.reading import read_documents
 from albert_min.model.heads import AlbertForSequenceClassification
 from albert_min.training.step import make_optimizer, linear_warmup_decay
 from albert_min.training.state import load_training_state, save_training_state
@@ -437,7 +438,7 @@ def test_evaluate_checks_its_output_before_the_work(model_dir, tmp_path, monkeyp
     def must_not_run(*args, **kwargs):
         raise AssertionError("evaluated although the output cannot be written")
     with monkeypatch.context() as patch:
-        patch.setattr("albert_min.tasks.classify.predict_logits", must_not_run)
+        patch.setattr("albert_min.tasks.prediction_engine.predict_logits", must_not_run)
         with pytest.raises(SystemExit, match=f"^error: {tmp_path / 'file'}: not a folder, so "
                                              f"{tmp_path / 'file' / 'preds.tsv'} cannot be written below it$"):
             evaluate.main(["--model", model_dir, "--data", data, "--output", str(tmp_path / "file" / "preds.tsv")])

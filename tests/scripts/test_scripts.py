@@ -186,8 +186,8 @@ def test_converted_public_checkpoint_goes_through_evaluate_unchanged(tmp_path):
     assert predicted == reference.argmax(-1).tolist()
     # The probabilities behind those predictions, through the same path evaluate.py takes.
     from albert_min.model.folder import training_max_length
-    from albert_min.tasks.classify import predict_logits, softmax
-    from albert_min.tasks.glue_benchmark import TASKS, read_examples
+    from albert_min.tasks.prediction_engine import predict_logits, softmax
+    from albert_min.tasks.glue.reading import TASKS, read_examples
     from albert_min.model.heads import AlbertForSequenceClassification
     from tokenizer import AlbertTokenizer
     examples = read_examples(os.path.join(source, "dev64.tsv"), TASKS["cls"])

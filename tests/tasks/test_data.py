@@ -5,8 +5,11 @@ import random
 import numpy as np
 import pytest
 
-from albert_min.tasks.data import DataError, check_labels, eval_batches, pad_batch, read_tsv, train_batch_indices
-from albert_min.tasks.pretraining_objectives import make_sop_examples, read_documents, truncate_pair
+from albert_min.tasks.errors import DataError
+from albert_min.tasks.text_files import check_labels, read_tsv
+from albert_min.tasks.batching import eval_batches, pad_batch, train_batch_indices
+from albert_min.tasks.pretraining.features import make_sop_examples, truncate_pair
+from albert_min.tasks.pretraining.reading import read_documents
 
 
 def write(tmp_path, text, name="data.tsv"):

@@ -18,8 +18,21 @@ from albert_min.model.heads import AlbertForMultipleChoice, AlbertForQuestionAns
 from albert_min.predict.pipelines import PipelineError
 from albert_min.predict.task_pipelines import model_head
 import evaluate
-from albert_min.tasks import conll, conll_windows, conlleval, files, get_task, race, squad, squad_metric, squad_task
-from albert_min.tasks.base import DataError
+from albert_min.tasks.conll import features as conll_features
+from albert_min.tasks.conll import metric as conll_metric
+from albert_min.tasks.conll import reading as conll_reading
+from albert_min.tasks.conll import task as conll_task
+from albert_min.tasks.conll import windows as conll_windows
+from albert_min.tasks.conll import writing as conll_writing
+from albert_min.tasks import file_io
+from albert_min.tasks.race import features as race_features
+from albert_min.tasks.race import reading as race_reading
+from albert_min.tasks.race import task as race_task
+from albert_min.tasks.squad import metric as squad_metric
+from albert_min.tasks.squad import reading as squad_reading
+from albert_min.tasks.squad import task as squad_task
+from albert_min.tasks import get_task
+from albert_min.tasks.errors import DataError
 from helpers.paths import FIXTURES
 from helpers.task_files import (CONLL, CONTEXT_1, CONTEXT_2, CONTEXT_3, RACE_FILES, read_columns, write_conll, write_race,
                                 write_squad)
@@ -64,7 +77,7 @@ def test_a_converted_qa_model_evaluates_through_the_squad_task(tmp_path, spiece)
         written = json.load(f)
     contexts = {e.qid: e.context for e in data.examples}
     assert all(answer and answer in contexts[qid] for qid, answer in written.items())
-    official = squad_metric.evaluate_v1(squad.gold_answers(data.examples), written)
+    official = squad_metric.evaluate_v1(squad_reading.gold_answers(data.examples), written)
     assert (official["exact_match"] / 100, official["f1"] / 100, official["total"]) == \
         (metrics["exact_match"], metrics["f1"], metrics["examples"])
 
@@ -77,7 +90,7 @@ def test_a_converted_multiple_choice_model_evaluates_through_the_race_task(tmp_p
     data = task.read(write_race(tmp_path))
     prepared = task.prepare(data, tok, 48)
     outputs = list(task.predict(model, prepared, batch_size=3))      # compiled, padded to a bucket
-    arrays = race.batch(race.encode_all(tok, data, 48), [q.label for q in data], tok.pad_token_id)
+    arrays = race_features.batch(race_features.encode_questions(tok, data, 48), [q.label for q in data], tok.pad_token_id)
     direct = model(*[ms.Tensor(a) for a in arrays[:3]]).asnumpy()
     assert np.abs(np.concatenate(outputs) - direct).max() < 1e-5
     metrics = task.score(prepared, outputs)
@@ -85,7 +98,7 @@ def test_a_converted_multiple_choice_model_evaluates_through_the_race_task(tmp_p
     task.write_predictions(path, prepared, outputs)
     with open(path, encoding="utf-8") as f:
         letters = [letter for per_file in json.load(f).values() for letter in per_file]
-    assert metrics["accuracy"] == np.mean([race.LETTERS.index(x) == q.label for x, q in zip(letters, data)])
+    assert metrics["accuracy"] == np.mean([race_reading.LETTERS.index(x) == q.label for x, q in zip(letters, data)])
 
 
 def test_a_converted_token_classification_model_tags_with_its_id2label_names(tmp_path, spiece):
@@ -106,7 +119,7 @@ def test_a_converted_token_classification_model_tags_with_its_id2label_names(tmp
     metrics = task.score(prepared, outputs)
     path = str(tmp_path / "columns.txt")
     task.write_predictions(path, prepared, outputs)
-    report = conlleval.evaluate((gold, predicted) for _, gold, predicted in read_columns(path))
+    report = conll_metric.evaluate((gold, predicted) for _, gold, predicted in read_columns(path))
     assert report["f1"] / 100 == metrics["f1"] and report["accuracy"] / 100 == metrics["accuracy"]
 
 
@@ -160,7 +173,7 @@ def test_the_ner_pipeline_returns_entities_with_character_spans(tmp_path, spiece
     assert ner(texts[0]) == results[0]
     names = list(NER_TAGS.values())
     for text, entities in zip(texts, results):
-        words, spans = conll.split_words(text)   # the reference: each word tagged by its first piece alone
+        words, spans = conll_features.split_words(text)   # the reference: each word tagged by its first piece alone
         firsts, ids = [], [ner.tokenizer.cls_token_id]
         for word in words:
             firsts.append(len(ids))
@@ -168,7 +181,7 @@ def test_the_ner_pipeline_returns_entities_with_character_spans(tmp_path, spiece
         logits = ner.model(*[ms.Tensor(np.array([x], np.int32)) for x in
                              (ids + [ner.tokenizer.sep_token_id], [0] * (len(ids) + 1), [1] * (len(ids) + 1))])
         tags = [names[int(logits.asnumpy()[0, p].argmax())] for p in firsts]
-        want = [(kind, spans[a][0], spans[b][1]) for kind, a, b in conlleval.entities(tags)]
+        want = [(kind, spans[a][0], spans[b][1]) for kind, a, b in conll_metric.entities(tags)]
         assert [(e["type"], e["start"], e["end"]) for e in entities] == want
         assert all(text[e["start"]:e["end"]] == e["text"] for e in entities)
     assert sum(len(e) for e in results) > 0                          # the random head does find some
@@ -208,7 +221,7 @@ def test_the_ner_pipeline_tags_a_text_longer_than_max_length_whole(tmp_path, spi
     dst = converted(tmp_path, "tiny_token_cls", spiece, NER_TAGS)
     ner = pipeline(dst, max_length=16, use_jit=False)
     text = " ".join(["Peter Blackburn went to Paris ."] * 12)
-    words, spans = conll.split_words(text)
+    words, spans = conll_features.split_words(text)
     found = ner(text)
     prepared = conll_windows.prepare_windows([words], ner.tokenizer, ner.task.label_names, 16)
     rows = prepared.features["features"]
@@ -226,17 +239,17 @@ def test_the_ner_pipeline_tags_a_text_longer_than_max_length_whole(tmp_path, spi
             best[w] = max(best.get(w, (context, "")), (context, names[int(logits[row, p].argmax())]))
     tags = [best[w][1] for w in range(len(words))]
     assert [(e["type"], e["start"], e["end"]) for e in found] == \
-        [(kind, spans[a][0], spans[b][1]) for kind, a, b in conlleval.entities(tags)]
+        [(kind, spans[a][0], spans[b][1]) for kind, a, b in conll_metric.entities(tags)]
     assert found[-1]["end"] > len(text) - 20 > 16 * 8                # an entity at the end, far beyond one window
     assert ner([text, "Bonn"])[0] == found
 
 
 def test_a_ner_text_that_fits_one_window_gets_evaluates_features(tmp_path, spiece):
     tok = AlbertTokenizer(spiece)
-    texts = [conll.split_words(t)[0] for t in ("Peter Blackburn went to Paris .", "EU  rejects German call", "Bonn")]
+    texts = [conll_features.split_words(t)[0] for t in ("Peter Blackburn went to Paris .", "EU  rejects German call", "Bonn")]
     prepared = conll_windows.prepare_windows(texts, tok, tuple(NER_TAGS.values()), 48)
-    sentences = [conll.Sentence(w, ["O"] * len(w), [0] * len(w)) for w in texts]
-    direct = conll.encode_sentences(tok, sentences, tuple(NER_TAGS.values()), 48)
+    sentences = [conll_reading.Sentence(w, ["O"] * len(w), [0] * len(w)) for w in texts]
+    direct = conll_features.encode_sentences(tok, sentences, tuple(NER_TAGS.values()), 48)
     assert len(prepared.examples) == 3
     assert prepared.features["features"].input_ids == direct.input_ids
     assert prepared.features["features"].first_piece == direct.first_piece
@@ -280,7 +293,7 @@ def changed(path):
     first = next(iter(value))
     value[first] = ("another answer" if isinstance(value[first], str) else
                     ["A" for _ in value[first]] if isinstance(value[first], list) else value[first] + 1.5)
-    return files.json_text(value)
+    return file_io.json_text(value)
 
 
 @pytest.mark.parametrize("task", EVALUATED)
@@ -332,11 +345,11 @@ def test_the_task_files_are_not_taken_for_predictions(tmp_path):
     """Neither data file of a task is a predictions file, whatever --force says."""
     squad_data, conll_data = write_squad(tmp_path), write_conll(tmp_path)
     assert not squad_task.SquadTask.prediction_kind.is_ours(squad_data)
-    assert not race.RaceTask.prediction_kind.is_ours(os.path.join(write_race(tmp_path), "high", "2.txt"))
-    assert not conll.ConllTask.prediction_kind.is_ours(conll_data)       # four columns, a -DOCSTART- line
-    sentences = [(s.words, s.tags, s.tags) for s in conll.read_conll(conll_data)]
-    conlleval.write_columns(str(tmp_path / "ours.txt"), sentences)
-    assert conll.ConllTask.prediction_kind.is_ours(str(tmp_path / "ours.txt"))
-    files.write_json(str(tmp_path / "ours.json"), {"q1": "on the red mat"})
+    assert not race_task.RaceTask.prediction_kind.is_ours(os.path.join(write_race(tmp_path), "high", "2.txt"))
+    assert not conll_task.ConllTask.prediction_kind.is_ours(conll_data)       # four columns, a -DOCSTART- line
+    sentences = [(s.words, s.tags, s.tags) for s in conll_reading.read_conll(conll_data)]
+    conll_writing.write_columns(str(tmp_path / "ours.txt"), sentences)
+    assert conll_task.ConllTask.prediction_kind.is_ours(str(tmp_path / "ours.txt"))
+    file_io.write_json(str(tmp_path / "ours.json"), {"q1": "on the red mat"})
     assert squad_task.SquadTask.prediction_kind.is_ours(str(tmp_path / "ours.json"))
-    assert not race.RaceTask.prediction_kind.is_ours(str(tmp_path / "ours.json"))   # not letters per file
+    assert not race_task.RaceTask.prediction_kind.is_ours(str(tmp_path / "ours.json"))   # not letters per file

@@ -11,9 +11,13 @@ import pytest
 
 from albert_min.model.heads import AlbertForMultipleChoice, AlbertForQuestionAnswering, AlbertForTokenClassification
 from albert_min.common.parallel import SingleProcess
-from albert_min.tasks import conlleval, get_task, race, squad, squad_metric
-from albert_min.tasks.base import DataError
-from albert_min.tasks.squad_task import null_odds_path
+from albert_min.tasks.conll import metric as conll_metric
+from albert_min.tasks.race import reading as race_reading
+from albert_min.tasks.squad import metric as squad_metric
+from albert_min.tasks.squad import reading as squad_reading
+from albert_min.tasks import get_task
+from albert_min.tasks.errors import DataError
+from albert_min.tasks.squad.task import null_odds_path
 from albert_min.training.step import make_optimizer, make_train_step
 from helpers.paths import FIXTURES
 from helpers.task_files import RACE_FILES, read_columns, tiny_model, write_conll, write_race, write_squad
@@ -68,7 +72,7 @@ def test_squad_v1_trains_predicts_scores_and_writes_the_official_file(tmp_path, 
     with open(path, encoding="utf-8") as f:
         written = json.load(f)
     assert list(written) == ["q1", "q2", "q3", "q4", "q5"] and written["q4"] == "Paris"
-    official = squad_metric.evaluate_v1(squad.gold_answers(data.examples), written)
+    official = squad_metric.evaluate_v1(squad_reading.gold_answers(data.examples), written)
     assert official["exact_match"] / 100 == metrics["exact_match"] and official["f1"] / 100 == metrics["f1"]
     assert not os.path.exists(null_odds_path(path))               # v1.1 has no null odds
     with pytest.raises(RuntimeError, match="stream once"):
@@ -112,7 +116,7 @@ def test_squad_v2_scores_and_writes_null_odds_as_the_official_script_reads_them(
     with open(tmp_path / "null_odds.json", encoding="utf-8") as f:
         null_odds = json.load(f)
     assert set(predictions) == set(null_odds) == {"q1", "q2", "q3", "q4", "q5", "n1", "n2"}
-    official = squad_metric.evaluate_v2(squad.gold_answers(data.examples), predictions, null_odds)
+    official = squad_metric.evaluate_v2(squad_reading.gold_answers(data.examples), predictions, null_odds)
     for key, value in official.items():
         ours = metrics[key] * 100 if key in ("exact", "f1", "best_exact", "best_f1") or "Ans_" in key and \
             not key.endswith("_total") else metrics[key]
@@ -171,7 +175,7 @@ def test_race_trains_predicts_scores_by_level_and_writes_letters_per_file(tmp_pa
     with open(path, encoding="utf-8") as f:
         written = json.load(f)
     assert list(written) == ["middle1.txt", "high2.txt", "high10.txt"] and len(written["middle1.txt"]) == 2
-    right = {level: [0, 0] for level in race.LEVELS}
+    right = {level: [0, 0] for level in race_reading.LEVELS}
     for (level, name), data in RACE_FILES.items():
         for letter, answer in zip(written[level + name], data["answers"], strict=True):
             right[level][0] += letter == answer
@@ -202,7 +206,7 @@ def test_conll_trains_predicts_scores_and_writes_the_conlleval_file(tmp_path, to
     task.write_predictions(path, prepared, outputs)
     columns = read_columns(path)
     assert [words for words, _, _ in columns] == [s.words for s in data]
-    report = conlleval.evaluate((gold, pred) for _, gold, pred in columns)
+    report = conll_metric.evaluate((gold, pred) for _, gold, pred in columns)
     assert [report[k] / 100 for k in ("f1", "precision", "recall", "accuracy")] == \
         [metrics[k] for k in ("f1", "precision", "recall", "accuracy")]
     for kind, scores in report["per_type"].items():

@@ -8,9 +8,14 @@ import time
 import numpy as np
 import pytest
 
-from albert_min.tasks.data import DataError
+from albert_min.tasks.errors import DataError
 from albert_min.common.json_files import load_json
-from albert_min.tasks import conll, get_task, race, squad, squad_task
+from albert_min.tasks.conll import reading as conll_reading
+from albert_min.tasks.race import reading as race_reading
+from albert_min.tasks.squad import features as squad_features
+from albert_min.tasks.squad import reading as squad_reading
+from albert_min.tasks.squad import task as squad_task
+from albert_min.tasks import get_task
 from tokenizer import AlbertTokenizer, TokenizerError, train_sentencepiece
 from tokenizer.albert_tokenizer import MAX_SENTENCE_BYTES, shorter_lines
 
@@ -52,7 +57,7 @@ def test_an_answer_not_at_its_answer_start_is_skipped_in_training_and_named(tmp_
                       qa("empty", "", 0), qa("blank", "  \u200b", CONTEXT.index(" beat")))
     task = get_task("squad", max_query_length=16, doc_stride=16)
     data = task.read(path)
-    assert [squad.unusable_answer(e) is None for e in data.examples] == [True, False, False, False]
+    assert [squad_features.unusable_answer(e) is None for e in data.examples] == [True, False, False, False]
     assert task.training_notes(data) == [
         f"note: {path}: training skips 3 of 4 questions, whose answer it cannot find in the context (the first: "
         "question wrong: its answer 'Broncos' is not at answer_start 4 (the context has 'Denver ' there))"]
@@ -65,7 +70,7 @@ def test_an_answer_not_at_its_answer_start_is_skipped_in_training_and_named(tmp_
     windows = list(prepared.features)                                 # evaluation keeps every question
     assert [w.example_index for w in windows] == [0, 1, 2, 3]
     assert all((w.start_position, w.end_position) == (0, 0) for w in windows[1:])
-    assert squad.gold_answers(data.examples)["empty"] == [""]          # scored as the official script does
+    assert squad_reading.gold_answers(data.examples)["empty"] == [""]          # scored as the official script does
 
 
 def test_a_file_whose_every_answer_is_unusable_has_nothing_to_train_on(tmp_path, tok):
@@ -105,22 +110,22 @@ def long_context(tok, chars):
     """A context of about ``chars`` characters (copies of BLOCK) and its pieces, made from the
     pieces of one BLOCK (a copy starts after a space, so it tokenizes as the first one does)."""
     copies = chars // len(BLOCK)
-    ids, offsets = squad.context_pieces(tok, BLOCK)
+    ids, offsets = squad_features.context_pieces(tok, BLOCK)
     step = len(BLOCK)
     return BLOCK * copies, (ids * copies, [(s + k * step, e + k * step) for k in range(copies) for s, e in offsets])
 
 
 def cut_seconds(tok, chars, config):
     context, pieces = long_context(tok, chars)
-    example = squad.SquadExample("q", "where did the cat sit?", context, [("red mat", context.index("red mat"))])
+    example = squad_reading.SquadExample("q", "where did the cat sit?", context, [("red mat", context.index("red mat"))])
     start = time.perf_counter()
-    features = squad.example_features(tok, example, 0, config, with_labels=True, context=pieces)
+    features = squad_features.example_features(tok, example, 0, config, with_labels=True, context=pieces)
     return time.perf_counter() - start, features
 
 
 def test_copies_of_a_block_tokenize_as_the_block(tok):
     context, pieces = long_context(tok, 10 * len(BLOCK))
-    assert squad.context_pieces(tok, context) == pieces
+    assert squad_features.context_pieces(tok, context) == pieces
 
 
 def test_max_context_flags_are_googles(tok):
@@ -129,7 +134,7 @@ def test_max_context_flags_are_googles(tok):
     for _ in range(200):
         size, pieces = int(rng.integers(1, 12)), int(rng.integers(1, 60))
         stride = int(rng.integers(1, size + 1))
-        starts = squad.window_starts(pieces, size, stride)
+        starts = squad_features.window_starts(pieces, size, stride)
         for start in starts:
             length = min(size, pieces - start)
             expected = []
@@ -142,25 +147,25 @@ def test_max_context_flags_are_googles(tok):
                         if best_score is None or score > best_score:
                             best, best_score = s, score
                 expected.append(best == start)
-            assert squad.max_context_flags(start, length, starts, size, pieces) == expected
+            assert squad_features.max_context_flags(start, length, starts, size, pieces) == expected
 
 
 def test_an_empty_context_is_one_window_without_pieces(tok):
     """(Found by the fuzz: the bisected flags once took the argmax of nothing.)"""
-    example = squad.SquadExample("q", "Who won?", "", [("", 0)])
-    (window,) = squad.example_features(tok, example, 0, squad.WindowConfig(32, 8, 12), with_labels=True)
+    example = squad_reading.SquadExample("q", "Who won?", "", [("", 0)])
+    (window,) = squad_features.example_features(tok, example, 0, squad_features.WindowConfig(32, 8, 12), with_labels=True)
     assert window.offsets == window.is_max_context == [] and (window.start_position, window.end_position) == (0, 0)
 
 
 def test_a_1_mb_context_is_cut_within_seconds(tok):
-    seconds, features = cut_seconds(tok, 1 << 20, squad.WindowConfig(128, 32, 32))
+    seconds, features = cut_seconds(tok, 1 << 20, squad_features.WindowConfig(128, 32, 32))
     assert len(features) > 5000 and seconds < 20        # quadratic cutting: far beyond 300 s
     assert sum(f.start_position > 0 for f in features) >= 1
 
 
 def test_cutting_windows_grows_linearly_with_the_context(tok):
     """4x the context: about 4x the time (quadratic cutting took 16x); the best of 3 runs each."""
-    config = squad.WindowConfig(128, 32, 32)
+    config = squad_features.WindowConfig(128, 32, 32)
     t_small = min(cut_seconds(tok, 50_000, config)[0] for _ in range(3))
     t_large = min(cut_seconds(tok, 200_000, config)[0] for _ in range(3))
     assert t_large < 8 * t_small, (t_small, t_large)
@@ -177,7 +182,7 @@ def test_json_python_cannot_read_is_one_error_naming_file_and_line(tmp_path, raw
     with pytest.raises(DataError, match=message):
         get_task("squad").read(squad_file(tmp_path, raw=raw))
     with pytest.raises(DataError, match=message.replace("s\\.json", r"high/1\.txt")):
-        race.read_race(race_folder(tmp_path, {"high/1.txt": raw}))
+        race_reading.read_race(race_folder(tmp_path, {"high/1.txt": raw}))
 
 
 @pytest.mark.parametrize("where, edit", [
@@ -204,7 +209,7 @@ def test_a_lone_surrogate_in_race_is_named_at_the_reader(tmp_path, field, where)
         item["options"] = [["young", "old", "\ud83d", "big"]]
     folder = race_folder(tmp_path, {"high/1.txt": item})
     with pytest.raises(DataError, match=r"high/1\.txt: " + where + r": not valid Unicode"):
-        race.read_race(folder)
+        race_reading.read_race(folder)
 
 
 def test_a_byte_order_mark_is_read_in_squad_and_race(tmp_path):
@@ -212,7 +217,7 @@ def test_a_byte_order_mark_is_read_in_squad_and_race(tmp_path):
     path = squad_file(tmp_path, raw=b"\xef\xbb\xbf" + json.dumps(data).encode())
     assert [e.qid for e in get_task("squad").read(path).examples] == ["q1"]
     folder = race_folder(tmp_path, {"high/1.txt": b"\xef\xbb\xbf" + json.dumps(RACE_ITEM).encode()})
-    assert [q.label for q in race.read_race(folder)] == [1]
+    assert [q.label for q in race_reading.read_race(folder)] == [1]
 
 
 def test_one_json_reader_for_every_file(tmp_path):
@@ -237,7 +242,7 @@ def test_a_fifo_named_txt_is_not_read(tmp_path):
     os.mkdir(os.path.join(folder, "high", "3.txt"))
     signal.alarm(20)                                  # a blocking open would hang the suite: fail instead
     try:
-        questions = race.read_race(folder)
+        questions = race_reading.read_race(folder)
     finally:
         signal.alarm(0)
     assert [q.key for q in questions] == ["high1.txt"]
@@ -249,7 +254,7 @@ def test_a_race_file_name_that_is_not_utf8_is_named(tmp_path):
     with open(os.path.join(os.fsencode(folder), b"high", b"\xff2.txt"), "w") as f:
         json.dump(RACE_ITEM, f)
     with pytest.raises(DataError, match=r"high: the file name b'\\xff2\.txt' is not UTF-8 .*; rename it"):
-        race.read_race(folder)
+        race_reading.read_race(folder)
 
 
 # ------------------------------------------------------------ item 2: what a resume fingerprints
@@ -286,10 +291,10 @@ def test_cr_only_conll_reads_as_lf(tmp_path):
     lf, cr = tmp_path / "eng.lf", tmp_path / "eng.cr"
     lf.write_bytes(text.encode())
     cr.write_bytes(text.replace("\n", "\r").encode())
-    assert conll.read_conll(str(cr)) == conll.read_conll(str(lf))
+    assert conll_reading.read_conll(str(cr)) == conll_reading.read_conll(str(lf))
     cr.write_bytes(text.replace("\n", "\r").replace("went VBD B-VP O", "went O").encode())
     with pytest.raises(DataError, match=r"eng\.cr:4: expected 4 space-separated columns"):
-        conll.read_conll(str(cr))
+        conll_reading.read_conll(str(cr))
 
 
 # ------------------------------------------------------------ tokenizer training on official-size texts

@@ -1,4 +1,4 @@
-"""Every TSV task reads its file one way (``data.tsv_rows``): UTF-8, a byte-order mark skipped,
+"""Every TSV task reads its file one way (``text_files.tsv_rows``): UTF-8, a byte-order mark skipped,
 lines ending at LF or CR LF, any other carriage return and any NUL byte refused by line, and
 bytes that are not UTF-8 named by line, through the library, evaluate.py and train.py alike
 (issue 44: a GLUE file with one non-UTF-8 byte gave a UnicodeDecodeError traceback)."""
@@ -12,8 +12,9 @@ from helpers.paths import ROOT
 
 sys.path.insert(0, ROOT)
 from albert_min.tasks import get_task  # noqa: E402
-from albert_min.tasks import glue_benchmark as glue  # noqa: E402
-from albert_min.tasks.data import DataError, read_tsv  # noqa: E402
+from albert_min.tasks.glue import reading as glue_reading  # noqa: E402
+from albert_min.tasks.errors import DataError  # noqa: E402
+from albert_min.tasks.text_files import read_tsv  # noqa: E402
 from helpers.task_files import GLUE_FILES  # noqa: E402
 
 SST2_SMALL = os.path.join(ROOT, "weights", "sst2-small")
@@ -104,7 +105,7 @@ def test_read_tsv_for_tokenizer_text_reads_as_the_tasks_do(tmp_path):
 def test_empty_and_header_only_files(task, lines, message, tmp_path):
     path = write(tmp_path, task, lines=lines)
     with pytest.raises(DataError) as err:
-        glue.read_examples(path, glue.TASKS[task])
+        glue_reading.read_examples(path, glue_reading.TASKS[task])
     assert str(err.value) == path + message
 
 

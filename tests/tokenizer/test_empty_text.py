@@ -10,9 +10,11 @@ import pytest
 from helpers.paths import ROOT
 
 sys.path.insert(0, ROOT)
-from albert_min.tasks import glue_benchmark as glue  # noqa: E402
+from albert_min.tasks.glue import reading as glue_reading  # noqa: E402
 from albert_min import pipeline  # noqa: E402
-from albert_min.tasks.data import DataError, encode_examples, read_tsv  # noqa: E402
+from albert_min.tasks.errors import DataError  # noqa: E402
+from albert_min.tasks.batching import encode_examples  # noqa: E402
+from albert_min.tasks.text_files import read_tsv  # noqa: E402
 from albert_min.predict.pipelines import PipelineError  # noqa: E402
 from tokenizer import AlbertTokenizer  # noqa: E402
 from tokenizer.albert_tokenizer import TokenizerError  # noqa: E402
@@ -72,7 +74,7 @@ def test_data_rows_empty_once_normalised_name_file_and_line(tmp_path, tokenizer,
     rte.mkdir()
     pairs = write(rte / "dev.tsv", f"index\tsentence1\tsentence2\tlabel\n0\ta\tb\tentailment\n"
                                    f"1\t{text}\t \tentailment\n")
-    examples = glue.read_examples(pairs, glue.TASKS["rte"])
+    examples = glue_reading.read_examples(pairs, glue_reading.TASKS["rte"])
     with pytest.raises(DataError, match=rf"^{re.escape(pairs)}:3: empty text once normalised"):
         encode_examples(tokenizer, examples.texts, examples.text_pairs, 64)
 

@@ -2,7 +2,7 @@
 
 A compiled train step is one graph per batch shape, and MindSpore keeps every graph it compiled
 for the life of the process. Two things keep that bounded (docs/training.md, "Memory and batch
-shapes"): every task pads its training batches to at most 8 lengths (``data.train_length``),
+shapes"): every task pads its training batches to at most 8 lengths (``batching.train_length``),
 and a new shape's graph keeps little memory of its own (the attention mask is broadcast before it
 is added, the head transposes are the compiled kernel's). Before, a SQuAD run at max_length 384
 met a new shape nearly every step and grew by ~1 GB a step until it was killed.
@@ -17,7 +17,7 @@ import pytest
 
 from albert_min.model import kernels
 from albert_min.model.config import AlbertConfig
-from albert_min.tasks.data import padding_limit, train_length
+from albert_min.tasks.batching import padding_limit, train_length
 from albert_min.common.parallel import SingleProcess
 from albert_min.tasks import get_task
 from helpers.paths import FIXTURES, ROOT
@@ -181,7 +181,7 @@ def test_a_memory_pool_the_caller_set_is_kept():
 def test_short_data_is_padded_from_its_own_lengths_not_towards_max_length(name, tok, tmp_path):
     """Issue 46: rows of a few pieces with --max-length 512 were padded to 64 at least (8 * 512 / 64),
     and with --max-length 100000 to 12504. Now the longest row of the data sets the lengths' step
-    (``data.padding_limit``), still at most 8 lengths a run."""
+    (``batching.padding_limit``), still at most 8 lengths a run."""
     make_file, options = TASKS[name]
     task, max_length = get_task(name, **options), 512
     examples = task.read(make_file(tmp_path))

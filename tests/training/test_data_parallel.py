@@ -16,7 +16,8 @@ import pytest
 from helpers.paths import ROOT
 from helpers.tiny_runs import MSRUN_ENV, TINY_MODEL, corpus, sentiment_tsv, tiny
 
-from albert_min.tasks import pretraining_objectives as pretraining
+from albert_min.tasks.pretraining import features as pretraining_features
+from albert_min.tasks.pretraining import metric as pretraining_metric
 from albert_min.model.folder import read_checkpoint
 from albert_min.common.parallel import MSRUN_VARIABLES, DataParallel, SingleProcess
 
@@ -79,7 +80,7 @@ def test_pretraining_shard_keeps_each_examples_masked_positions():
     batch = (ids, ids * 0, ids * 0 + 1, (positions + S * np.arange(B)[:, None]).reshape(-1),
              rng.integers(5, 50, B * P), rng.random(B * P).astype(np.float32), np.arange(B))
     for rows in (slice(0, 2), slice(2, 4)):
-        part = pretraining.shard_batch(batch, rows)
+        part = pretraining_features.shard_batch(batch, rows)
         assert part[0].shape == (2, S) and part[3].shape == part[4].shape == part[5].shape == (2 * P,)
         np.testing.assert_array_equal(part[0].reshape(-1)[part[3]], batch[0].reshape(-1)[batch[3]][rows.start * P:rows.stop * P])
         np.testing.assert_array_equal(part[4], batch[4][rows.start * P:rows.stop * P])
@@ -95,7 +96,7 @@ def test_heldout_shares_of_the_workers_add_up_to_the_whole_evaluation():
     words = "the film was a quiet story about love loss and a long summer in new york".split()
     rng = np.random.default_rng(0)
     documents = [[tok.encode_ids(" ".join(rng.choice(words, 10)) + " .") for _ in range(6)] for _ in range(6)]
-    heldout = pretraining.HeldOut(documents, pretraining.PretrainingBatcher(tok, 32), 32, 4, seed=0)
+    heldout = pretraining_metric.HeldOut(documents, pretraining_features.PretrainingBatcher(tok, 32), 32, 4, seed=0)
     model = AlbertForPreTraining(AlbertConfig(vocab_size=tok.vocab_size, embedding_size=8, hidden_size=16,
                                               num_hidden_layers=1, num_attention_heads=2, intermediate_size=16))
     whole = heldout.counts(model, progress=False)

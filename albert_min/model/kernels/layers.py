@@ -79,7 +79,7 @@ class Activation(nn.Cell):
 # Output shapes and dtypes of the kernels, from their inputs' (named functions: MindSpore's
 # graph parser reads a lambda's source line, and a lambda continued over lines fails it).
 # The forward kernels' shapes come from forward.cc instead (``forward_kernel``), for graphs with
-# dynamic input shapes (classify.dynamic_graph); the gradients run in training, at static shapes.
+# dynamic input shapes (prediction_engine.dynamic_graph); the gradients run in training, at static shapes.
 def dense_backward_shapes(x, weight, dy):
     return x, weight, weight[:1]                 # dx, dweight, dbias
 

@@ -15,8 +15,8 @@ Windows are found in one pass over the words (``word_windows``): linear in the t
 
 import dataclasses
 
-from .base import Prepared
-from .conll import IGNORE, Features
+from ..task_base import Prepared
+from .features import Features, IGNORE
 
 
 @dataclasses.dataclass

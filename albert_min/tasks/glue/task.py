@@ -1,43 +1,47 @@
 """GLUE classification and regression (and albert_min's generic sentence<TAB>label TSV) as a
 task: one sentence or a pair, cross-entropy (MSE on one score for STS-B), GLUE's metric.
-The file layouts, label orders and metrics themselves are ``albert_min.tasks.glue_benchmark``.
+The file layouts and label orders themselves are ``reading`` (GLUE's table), the metrics ``metric``.
 """
 
 import random
 
 import numpy as np
 
-from . import glue_benchmark as glue
-from .data import DataError, HeaderError, check_labels, encode_examples, pad_for_training, padding_limit
-from ..common.safe_output import FileKind, starts_with
-from .base import Prepared, Task, finite_or_worst, shuffled_batches
-from .files import PREDICTIONS, write_text
+from ...common.safe_output import FileKind, starts_with
+from ..batching import encode_examples, pad_for_training, padding_limit
+from ..errors import DataError
+from ..file_io import PREDICTIONS, write_text
+from .. import prediction_steps
+from ..task_base import Prepared, Task, finite_or_worst, shuffled_batches
+from ..text_files import HeaderError, check_labels
+from . import metric, reading
 
 
 PREDICTIONS_HEADER = "index\tprediction\n"   # GLUE's submission layout: index<TAB>prediction rows
 
 
 class GlueTask(Task):
-    """A task of the GLUE table in ``albert_min.tasks.glue_benchmark`` (``spec``: its layout, labels and metrics)."""
+    """A task of the GLUE table in ``reading.TASKS`` (``spec``: its layout, labels and metrics)."""
     model_class = "AlbertForSequenceClassification"
     head_prefixes = ("classifier.",)
+    default_max_length = 128
     # it starts with the header, and its record beside it holds its sha256
     prediction_kind = FileKind(PREDICTIONS, starts_with(PREDICTIONS_HEADER.encode()), recorded=True)
 
     def __init__(self, name: str):
-        self.spec = glue.get_task(name)
+        self.spec = reading.get_task(name)
         self.name = name
 
     def read(self, path):
         try:
-            return glue.read_examples(path, self.spec)
+            return reading.read_examples(path, self.spec)
         except HeaderError as err:
             raise DataError(self._layout_hint(path, err.header)) from None
 
     def _layout_hint(self, path, header):
         """A header that lacks the task's columns: say what the file looks like instead (its
         ``header`` as the reader read it)."""
-        guessed = glue.infer_task(path)
+        guessed = reading.infer_task(path)
         looks = f"; its folder suggests --task {guessed}" if guessed not in ("cls", self.name) else ""
         comma_separated = len(header) == 1 and "," in header[0]
         looks += "; the file must be tab-separated (a TSV), and this one has commas instead" if comma_separated else ""
@@ -100,18 +104,32 @@ class GlueTask(Task):
                 return ops.cross_entropy(model(input_ids, token_type_ids, attention_mask), y)
         return loss
 
-    def predict(self, model, prepared, *, batch_size=64, use_jit=True, progress=False):
-        """One item: the logits ``(N, num_labels)`` of every example, in file order."""
-        from .classify import predict_logits
-        examples = prepared.examples
-        logits, _ = predict_logits(model, prepared.features["tokenizer"], examples.texts, examples.text_pairs,
-                                   batch_size, prepared.max_length, use_jit=use_jit, progress=progress)
+    def predict(self, model, prepared, *, batch_size=64, use_jit=True, progress=False, cache_dir=None):
+        """One item: the logits ``(N, num_labels)`` of every example, in file order, columns in the
+        task's label order (a model whose ``id2label`` names the labels in another order is
+        reordered, ``reading.model_label_order``); readable again (``prediction_steps.Replay``), so
+        that one pass serves ``score`` and ``write_predictions``. One dynamic-shape graph
+        (``prediction_engine.predict_encoded_logits``), kept in ``cache_dir`` for the next process."""
+        return prediction_steps.Replay(self._logits(model, prepared, batch_size, use_jit, progress, cache_dir))
+
+    def _logits(self, model, prepared, batch_size, use_jit, progress, cache_dir):
+        from ..prediction_engine import predict_encoded_logits
+        features = prepared.features
+        logits, _ = predict_encoded_logits(model, features["ids"], features["types"], features["tokenizer"].pad_token_id,
+                                           batch_size, use_jit=use_jit, progress=progress, cache_dir=cache_dir)
+        prediction_steps.check_finite(logits, prepared.examples.path)
+        order = reading.model_label_order(self.spec, model.config.id2label)
+        if order is not None:   # the model's output columns -> the task's label ids
+            logits = logits[:, [order.index(j) for j in range(len(order))]]
         yield logits
 
     def score(self, prepared, outputs):
+        return {k: v for k, v in self.report(prepared, outputs).items() if k != "confusion"}
+
+    def report(self, prepared, outputs):
+        """``score``'s metrics plus, for a binary task, the confusion matrix (evaluate.py's table)."""
         logits = np.concatenate(list(outputs))
-        metrics = glue.evaluation_metrics(self.spec, prepared.examples.labels, logits)
-        return {k: v for k, v in metrics.items() if k != "confusion"}
+        return metric.evaluation_metrics(self.spec, prepared.examples.labels, logits)
 
     def selection_score(self, metrics):
         return finite_or_worst(metrics.get("dev_" + self.spec.metrics[0]))
@@ -121,7 +139,7 @@ class GlueTask(Task):
         if self.spec.is_regression:
             shown = [f"{x:.3f}" for x in logits[:, 0]]
         else:
-            names = glue.label_strings(self.spec, logits.shape[1])
+            names = reading.label_strings(self.spec, logits.shape[1])
             shown = [names[i] for i in logits.argmax(-1)]
         write_text(path, PREDICTIONS_HEADER + "".join(f"{i}\t{p}\n" for i, p in zip(prepared.examples.index, shown)),
                    record=True)

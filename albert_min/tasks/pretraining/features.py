@@ -1,6 +1,4 @@
-"""Pre-training on raw text: the objectives of the ALBERT paper and their held-out scores.
-
-- raw text: one sentence per line, blank lines between documents (``read_documents``);
+"""Pre-training's model inputs: the objectives of the ALBERT paper on documents' token ids.
 
 - n-gram masking as Google's ``create_pretraining_data.py``: whole-word spans
   of n <= 3 words with p(n) proportional to 1/n, 15% of the sequence (``mask_prob``), each
@@ -9,7 +7,7 @@
   segments, swapped with p = 0.5), ``nsp`` (BERT: B replaced with p = 0.5 by
   text of another document) or none (``mlm``);
 - held-out DOCUMENTS (not pairs) on which MLM, SOP and NSP accuracy are
-  measured, every model on both sentence tasks (the paper's Table 5).
+  measured, every model on both sentence tasks (the paper's Table 5: ``metric``).
 
 Batches carry the masked positions (Google's ``masked_lm_positions/ids/weights``),
 so the MLM head runs on ~15% of the tokens instead of all of them.
@@ -17,53 +15,15 @@ so the MLM head runs on ~15% of the tokens instead of all of them.
 Layer: ``albert_min.tasks``, above ``checkpoints`` (the layers: ``albert_min/__init__.py``).
 """
 
-import os
 import random
 
 import numpy as np
-import mindspore as ms
-from mindspore import ops
 
-from .data import DataError, pad_for_training, text_lines
-from ..common.parallel import SingleProcess
+from ..batching import pad_for_training
+
 
 MAX_NGRAM = 3
 MASK_PROB = 0.15
-SCORES = ("mlm", "sop", "nsp")   # the held-out accuracies, every model on both sentence tasks
-
-
-# ------------------------------------------------------------------ text
-def read_documents(path):
-    """Raw text: one sentence (or paragraph) per line, blank lines between documents."""
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"text file not found: {path}")
-    documents, current = [], []
-    for _, line in text_lines(path):
-        line = line.strip()
-        if line:
-            current.append(line)
-        elif current:
-            documents.append(current)
-            current = []
-    if current:
-        documents.append(current)
-    if not documents:
-        raise DataError(f"{path}: no text")
-    return documents
-
-
-
-# ------------------------------------------------------------ held-out split
-def split_documents(documents, heldout_fraction, rng: random.Random, max_heldout=100):
-    """(train documents, held-out documents): whole documents, never split between the two."""
-    order = list(range(len(documents)))
-    rng.shuffle(order)
-    n_heldout = min(max_heldout, max(1, round(len(documents) * heldout_fraction)))
-    if len(documents) < 2:
-        raise ValueError(f"need 2+ documents to hold some out, got {len(documents)}")
-    heldout = set(order[:n_heldout])
-    return ([d for i, d in enumerate(documents) if i not in heldout],
-            [d for i, d in enumerate(documents) if i in heldout])
 
 
 # ---------------------------------------------------------- sentence pairs
@@ -159,7 +119,7 @@ def make_sentence_examples(task, documents_ids, max_length, rng: random.Random):
 
 def sop_batch(examples, tokenizer, max_length):
     """SOP examples -> (input_ids, token_type_ids, attention_mask, sop_labels), padded to
-    ``data.train_length`` of ``max_length``."""
+    ``batching.train_length`` of ``max_length``."""
     rows, types = [], []
     for a, b, _ in examples:
         rows.append([tokenizer.cls_token_id] + a + [tokenizer.sep_token_id] + b + [tokenizer.sep_token_id])
@@ -268,67 +228,3 @@ def shard_batch(batch, rows: slice):
 
     return (input_ids[rows], token_type_ids[rows], attention_mask[rows],
             per_example(flat_positions) - rows.start * S, per_example(mlm_ids), per_example(weights), labels[rows])
-
-
-# ------------------------------------------------------------------ the model
-def masked_lm_logits(model, sequence_output, flat_positions):
-    """MLM logits ``[B*P, V]`` at the masked positions only."""
-    B, S, H = sequence_output.shape
-    gathered = ops.gather(sequence_output.reshape(B * S, H), flat_positions, 0)   # [B*P, H]
-    return model.predictions(gathered, model.albert.embeddings.word_embeddings.weight)
-
-
-def make_loss_fn(model, task):
-    """Pre-training loss of ``AlbertForPreTraining``: masked-LM (mean over the
-    predicted pieces) + the sentence objective's cross-entropy unless ``task == "mlm"``."""
-
-    def loss_fn(input_ids, token_type_ids, attention_mask, flat_positions, mlm_ids, mlm_weights, labels):
-        sequence_output, pooled_output = model.albert(input_ids, token_type_ids, attention_mask)
-        logits = masked_lm_logits(model, sequence_output, flat_positions)
-        per_piece = ops.cross_entropy(logits, mlm_ids, reduction="none")
-        loss = (per_piece * mlm_weights).sum() / (mlm_weights.sum() + 1e-5)
-        if task != "mlm":
-            loss = loss + ops.cross_entropy(model.sop_classifier(pooled_output), labels)
-        return loss
-
-    return loss_fn
-
-
-class HeldOut:
-    """Fixed held-out SOP and NSP pairs, with fixed masks, from held-out documents."""
-
-    def __init__(self, documents_ids, batcher, max_length, batch_size, seed):
-        self.batcher, self.batch_size = batcher, batch_size
-        self.sets = {"sop": make_sop_examples(documents_ids, max_length, random.Random(seed)),
-                     "nsp": make_nsp_examples(documents_ids, max_length, random.Random(seed))}
-        self.batches = {name: self._batches(examples, np.random.default_rng(seed))
-                        for name, examples in self.sets.items()}
-
-    def _batches(self, examples, rng):
-        return [self.batcher(examples[i:i + self.batch_size], rng) for i in range(0, len(examples), self.batch_size)]
-
-    def counts(self, model, rank=0, size=1, progress=True):
-        """``[[right], [total]]`` for each of ``SCORES`` over every ``size``-th held-out batch from
-        ``rank`` (MLM over both sets): data-parallel workers each score a share, and the sums are the whole's."""
-        from tqdm import tqdm
-        model.set_train(False)
-        right = dict.fromkeys(SCORES, 0)
-        total = dict.fromkeys(SCORES, 0)
-        jobs = [(name, batch) for name, batches in self.batches.items() for batch in batches][rank::size]
-        for name, (ids, tt, am, flat_pos, mlm_ids, weights, labels) in tqdm(
-                jobs, desc="held-out", unit="batch", disable=not progress, leave=False):
-            sequence_output, pooled = model.albert(ms.Tensor(ids), ms.Tensor(tt), ms.Tensor(am))
-            predicted = masked_lm_logits(model, sequence_output, ms.Tensor(flat_pos)).asnumpy().argmax(-1)
-            used = weights > 0
-            right["mlm"] += int((predicted[used] == mlm_ids[used]).sum())
-            total["mlm"] += int(used.sum())
-            right[name] += int((model.sop_classifier(pooled).asnumpy().argmax(-1) == labels).sum())
-            total[name] += len(labels)
-        return np.array([[right[k] for k in SCORES], [total[k] for k in SCORES]])
-
-    def evaluate(self, model, progress=True, parallel=None):
-        """{"heldout_mlm_accuracy", "heldout_sop_accuracy", "heldout_nsp_accuracy"}. With ``parallel``
-        (albert_min.common.parallel), each worker scores its share of the batches and the counts are summed."""
-        parallel = parallel or SingleProcess()
-        right, total = parallel.sum(self.counts(model, parallel.rank, parallel.size, progress))
-        return {f"heldout_{k}_accuracy": float(r) / max(1, float(t)) for k, r, t in zip(SCORES, right, total)}

@@ -1,15 +1,17 @@
 """Pre-training as a task: n-gram masked LM plus a sentence objective (``sop``: ALBERT's
 sentence order, ``nsp``: BERT's next sentence, ``mlm``: none) on one raw text file, scored
-by held-out MLM accuracy. The objectives themselves are ``albert_min.tasks.pretraining_objectives``.
+by held-out MLM accuracy. The objectives themselves are ``reading`` (documents),
+``features`` (pairs, masks), ``loss`` and ``metric`` (held-out accuracy) beside this file.
 """
 
 import random
 
 import numpy as np
 
-from . import pretraining_objectives as objectives
-from .data import DataError
-from .base import Prepared, Task
+from ..errors import DataError
+from ..task_base import Prepared, Task
+from . import features, loss, metric, reading
+
 
 OBJECTIVES = ("sop", "nsp", "mlm")
 HELDOUT_FRACTION = 0.05   # share of the documents held out (at most pretraining.split_documents' 100)
@@ -25,7 +27,7 @@ class PretrainingTask(Task):
     inputs = ("text",)
     pretraining = True
 
-    def __init__(self, name: str, mask_prob: float = objectives.MASK_PROB):
+    def __init__(self, name: str, mask_prob: float = features.MASK_PROB):
         if name not in OBJECTIVES:
             raise DataError(f"unknown pre-training objective {name!r}; choose from {', '.join(OBJECTIVES)}")
         if not 0.0 < mask_prob < 1.0:
@@ -33,7 +35,7 @@ class PretrainingTask(Task):
         self.name, self.mask_prob = name, mask_prob
 
     def read(self, path):
-        documents = objectives.read_documents(path)
+        documents = reading.read_documents(path)
         if len(documents) < MIN_DOCUMENTS:
             raise DataError(f"{path}: pre-training holds out {HELDOUT_FRACTION:.0%} of its documents (2 at least, for "
                             f"NSP's negatives) to score on, so it needs {MIN_DOCUMENTS}+ documents (a blank line "
@@ -50,10 +52,10 @@ class PretrainingTask(Task):
         """Held-out DOCUMENTS of the one text file are the dev set (``dev_examples`` must be None)."""
         if dev_examples is not None:
             raise DataError("pre-training holds out part of its text as the dev set; it takes no dev file")
-        train_docs, heldout_docs = objectives.split_documents(train_examples, HELDOUT_FRACTION, random.Random(seed))
+        train_docs, heldout_docs = reading.split_documents(train_examples, HELDOUT_FRACTION, random.Random(seed))
         train = self.prepare(train_docs, tokenizer, max_length)
         heldout_ids = [[tokenizer.encode_ids(s) for s in d] for d in heldout_docs]
-        heldout = objectives.HeldOut(heldout_ids, objectives.PretrainingBatcher(tokenizer, max_length),
+        heldout = metric.HeldOut(heldout_ids, features.PretrainingBatcher(tokenizer, max_length),
                                       max_length, batch_size, seed)
         print(f"{len(train_docs)} training documents, {len(heldout_docs)} held out "
               f"({len(heldout.sets['sop'])} SOP + {len(heldout.sets['nsp'])} NSP pairs)", flush=True)
@@ -61,12 +63,12 @@ class PretrainingTask(Task):
 
     def prepare(self, documents, tokenizer, max_length):
         ids = [[tokenizer.encode_ids(s) for s in d] for d in documents]
-        batcher = objectives.PretrainingBatcher(tokenizer, max_length, self.mask_prob)
+        batcher = features.PretrainingBatcher(tokenizer, max_length, self.mask_prob)
         return Prepared(documents, {"ids": ids, "batcher": batcher}, max_length)
 
     def _epoch_examples(self, train, epoch, seed):
         # New cuts, swaps / negatives and masks every epoch from the same documents.
-        examples = objectives.make_sentence_examples(self.name, train.features["ids"], train.max_length,
+        examples = features.make_sentence_examples(self.name, train.features["ids"], train.max_length,
                                                       random.Random(seed + 1000 + epoch))
         random.Random(seed + epoch).shuffle(examples)
         return examples
@@ -85,10 +87,10 @@ class PretrainingTask(Task):
                 yield self.split_batch(batch, rows) if parallel.size > 1 else batch
 
     def split_batch(self, batch, rows):
-        return objectives.shard_batch(batch, rows)
+        return features.shard_batch(batch, rows)
 
     def loss_fn(self, model):
-        return objectives.make_loss_fn(model, self.name)
+        return loss.make_loss_fn(model, self.name)
 
     def evaluate(self, model, dev, *, batch_size=64, use_jit=True, progress=False, parallel=None):
         return dev.features.evaluate(model, progress=progress, parallel=parallel)   # each worker a share

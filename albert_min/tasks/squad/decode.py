@@ -22,7 +22,7 @@ import os
 
 import numpy as np
 
-from .files import write_json
+from ..file_io import write_json
 
 
 @dataclasses.dataclass

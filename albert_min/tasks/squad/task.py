@@ -1,7 +1,7 @@
 """SQuAD v1.1 (``--task squad``) and v2.0 (``--task squad_v2``) as a task: sliding windows
 through AlbertForQuestionAnswering, answers decoded per question as the windows stream out,
-the official metric and prediction files. The pieces themselves are ``squad`` (reader,
-windows), ``squad_decode`` (n-best decoding, files) and ``squad_metric`` (EM / F1).
+the official metric and prediction files. The pieces themselves are ``reading`` (the JSON),
+``features`` (windows), ``loss``, ``decode`` (n-best decoding, files) and ``metric`` (EM / F1).
 
 A dev set's windows are never all held: ``prepare`` keeps the recipe, every pass cuts the
 windows again, and ``predict`` hands out one batch of windows' logits at a time. Only the
@@ -15,10 +15,13 @@ import re
 
 import numpy as np
 
-from .data import DataError, pad_for_training, padding_limit
-from . import predicting, squad, squad_decode, squad_metric
-from .base import Prepared, Task, finite_or_worst, shuffled_batches
-from .files import json_kind, write_json
+from .. import prediction_steps
+from ..batching import pad_for_training, padding_limit
+from ..errors import DataError
+from ..file_io import json_kind, write_json
+from ..task_base import Prepared, Task, finite_or_worst, shuffled_batches
+from . import decode, features, metric, reading
+
 
 # SquadTask's options and their defaults; train.py and evaluate.py have a flag of each name
 # (--doc-stride ...), and a model folder's training_settings.json records those it was trained with.
@@ -29,7 +32,7 @@ ARTICLE_RANGE = re.compile(r"^(?P<path>.+):(?P<first>\d+)-(?P<last>\d+)$")
 
 def article_range(path):
     """``"dev-v1.1.json:1-24"`` -> ``("dev-v1.1.json", (1, 24))``: that file's articles 1 to 24
-    (the non-standard split of dev-v1.1 that shows training learns, see ``squad.read_squad``).
+    (the non-standard split of dev-v1.1 that shows training learns, see ``reading.read_squad``).
     A path without the suffix, or one that exists as written, -> ``(path, None)``."""
     match = ARTICLE_RANGE.match(path)
     if match is None or os.path.exists(path):
@@ -41,7 +44,7 @@ def article_range(path):
 class SquadFile:
     """``SquadTask.read``'s examples: a file's questions in file order."""
     path: str
-    examples: list          # squad.SquadExample
+    examples: list          # reading.SquadExample
 
     def __len__(self):
         return len(self.examples)
@@ -50,14 +53,14 @@ class SquadFile:
 class Windows:
     """``Prepared.features`` of SQuAD: every question's windows, cut again on each pass."""
 
-    def __init__(self, examples, tokenizer, config: squad.WindowConfig):
+    def __init__(self, examples, tokenizer, config: features.WindowConfig):
         self.examples, self.tokenizer, self.config = examples, tokenizer, config
         self.count = None            # windows in a pass, known once one pass has run
         self._training = None
 
     def __iter__(self):
         n = 0
-        for feature in squad.iter_features(self.tokenizer, self.examples, self.config, with_labels=True):
+        for feature in features.iter_features(self.tokenizer, self.examples, self.config, with_labels=True):
             n += 1
             yield feature
         self.count = n
@@ -65,11 +68,11 @@ class Windows:
     def training(self):
         """(token ids per window as int32 arrays, first context position, start and end labels),
         made on the first call and kept: what training batches need, without offsets. A question
-        whose answer cannot be labelled (``squad.unusable_answer``) has no training window."""
+        whose answer cannot be labelled (``features.unusable_answer``) has no training window."""
         if self._training is None:
             ids, context, starts, ends = [], [], [], []
-            usable = [e for e in self.examples if squad.unusable_answer(e) is None]
-            for f in squad.iter_features(self.tokenizer, usable, self.config, with_labels=True):
+            usable = [e for e in self.examples if features.unusable_answer(e) is None]
+            for f in features.iter_features(self.tokenizer, usable, self.config, with_labels=True):
                 ids.append(np.asarray(f.input_ids, np.int32))
                 context.append(f.context_start)
                 starts.append(f.start_position)
@@ -124,7 +127,7 @@ class SquadTask(Task):
             raise DataError(f"null_score_diff_threshold must be a finite number, got {null_score_diff_threshold!r}")
         self.name, self.version_2 = name, name == "squad_v2"
         self.doc_stride, self.max_query_length = doc_stride, max_query_length
-        self.decoding = squad_decode.DecodeConfig(n_best, max_answer_length, float(null_score_diff_threshold),
+        self.decoding = decode.DecodeConfig(n_best, max_answer_length, float(null_score_diff_threshold),
                                                   self.version_2)
 
     def options(self):
@@ -138,7 +141,7 @@ class SquadTask(Task):
     def read(self, path):
         """A SQuAD JSON file; ``FILE.json:FIRST-LAST`` keeps articles FIRST..LAST (from 1)."""
         path, articles = article_range(path)
-        examples, is_v2 = squad.read_squad(path, articles)
+        examples, is_v2 = reading.read_squad(path, articles)
         if is_v2 and not self.version_2:
             raise DataError(f"{path}: a SQuAD v2.0 file (version 2.x or questions marked is_impossible); "
                             "use --task squad_v2")
@@ -182,7 +185,7 @@ class SquadTask(Task):
             raise DataError(f"doc_stride {self.doc_stride} is longer than the window: max_length {max_length} - "
                             f"max_query_length {self.max_query_length} - 3 = {window} context pieces "
                             "(a longer stride skips context); lower doc_stride or max_query_length")
-        return squad.WindowConfig(max_length, self.doc_stride, self.max_query_length)
+        return features.WindowConfig(max_length, self.doc_stride, self.max_query_length)
 
     def prepare(self, data, tokenizer, max_length):
         return Prepared(data, Windows(data.examples, tokenizer, self.window_config(max_length)), max_length)
@@ -207,35 +210,35 @@ class SquadTask(Task):
             yield (*pad_for_training([ids[i] for i in idx], types, pad_id, limit), starts[idx], ends[idx])
 
     def loss_fn(self, model):
-        from .losses import make_qa_loss_fn
+        from .loss import make_qa_loss_fn
         return make_qa_loss_fn(model)
 
     # -------------------------------------------------------------- evaluation
-    def predict(self, model, prepared, *, batch_size=64, use_jit=True, progress=False):
+    def predict(self, model, prepared, *, batch_size=64, use_jit=True, progress=False, cache_dir=None):
         """An ``Outputs``: batches of ``batch_size`` windows in file order, each window with its
         start and end logits (cut to its length); a progress bar in windows/s."""
         return Outputs(self._scored_windows(model, prepared, batch_size, use_jit, progress))
 
     def _scored_windows(self, model, prepared, batch_size, use_jit, progress):
-        forward, windows = predicting.forward_fn(model, use_jit), prepared.features
+        forward, windows = prediction_steps.forward_fn(model, use_jit), prepared.features
         pad_id = windows.tokenizer.pad_token_id
-        with predicting.progress_bar(windows.count, "window", progress) as bar:
-            for chunk in predicting.chunks(windows, batch_size):
-                arrays = predicting.padded([f.input_ids for f in chunk], [f.token_type_ids for f in chunk], pad_id,
+        with prediction_steps.progress_bar(windows.count, "window", progress) as bar:
+            for chunk in prediction_steps.chunks(windows, batch_size):
+                arrays = prediction_steps.padded([f.input_ids for f in chunk], [f.token_type_ids for f in chunk], pad_id,
                                            prepared.max_length, batch_size, use_jit)
-                starts, ends = predicting.run(forward, arrays)                      # (B, S) each
-                predicting.check_finite(starts[:len(chunk)], prepared.examples.path)
-                predicting.check_finite(ends[:len(chunk)], prepared.examples.path)
+                starts, ends = prediction_steps.run(forward, arrays)                      # (B, S) each
+                prediction_steps.check_finite(starts[:len(chunk)], prepared.examples.path)
+                prediction_steps.check_finite(ends[:len(chunk)], prepared.examples.path)
                 yield [(f, starts[i, :len(f.input_ids)], ends[i, :len(f.input_ids)]) for i, f in enumerate(chunk)]
                 bar.update(len(chunk))
 
     def answers(self, prepared, outputs):
-        """One ``squad_decode.Prediction`` per question, in file order, decoded as the windows
+        """One ``decode.Prediction`` per question, in file order, decoded as the windows
         stream in (kept on an ``Outputs`` for the next caller); ``outputs`` may also be a list."""
         if getattr(outputs, "answers", None) is not None:
             return outputs.answers
         scored = (window for batch in outputs for window in batch)
-        answers = list(squad_decode.decode_stream(prepared.examples.examples, scored, self.decoding))
+        answers = list(decode.decode_stream(prepared.examples.examples, scored, self.decoding))
         if isinstance(outputs, Outputs):
             outputs.answers = answers
         return answers
@@ -244,7 +247,7 @@ class SquadTask(Task):
         """The official script's numbers as fractions (EM and F1; for v2.0 also HasAns / NoAns
         and the best-threshold scores, with null_odds.json's odds as the no-answer
         probabilities), ``*_thresh`` as odds, counts as counts, plus ``examples``."""
-        gold = squad.gold_answers(prepared.examples.examples)
+        gold = reading.gold_answers(prepared.examples.examples)
         if not self.version_2 and not all(gold.values()):
             qid = next(q for q, a in gold.items() if not a)
             raise DataError(f"{prepared.examples.path}: question {qid} has no answer to score against; give it "
@@ -253,9 +256,9 @@ class SquadTask(Task):
         answers = self.answers(prepared, outputs)
         texts = {p.qid: p.text for p in answers}
         if not self.version_2:
-            m = squad_metric.evaluate_v1(gold, texts)
+            m = metric.evaluate_v1(gold, texts)
             return {"exact_match": m["exact_match"] / 100, "f1": m["f1"] / 100, "examples": m["total"]}
-        m = squad_metric.evaluate_v2(gold, texts, {p.qid: p.null_odds for p in answers})
+        m = metric.evaluate_v2(gold, texts, {p.qid: p.null_odds for p in answers})
         metrics = {k: v / 100 if is_percentage(k) else v for k, v in m.items()}
         return {**metrics, "examples": m["total"]}
 
@@ -264,14 +267,14 @@ class SquadTask(Task):
 
 
 def skipped_questions(examples):
-    """[(question id, why)] of the questions training leaves out (``squad.unusable_answer``)."""
-    return [(e.qid, why) for e in examples if (why := squad.unusable_answer(e)) is not None]
+    """[(question id, why)] of the questions training leaves out (``features.unusable_answer``)."""
+    return [(e.qid, why) for e in examples if (why := features.unusable_answer(e)) is not None]
 
 
 def options_for(model_dir, **given):
     """SquadTask's options for the model in ``model_dir``: each one ``given`` (not None), else the
     one it was trained with (its training_settings.json), else ``OPTION_DEFAULTS``'."""
-    from ..model.folder import training_settings
+    from ...model.folder import training_settings
     trained = training_settings(model_dir)
     options = {}
     for name, default in OPTION_DEFAULTS.items():

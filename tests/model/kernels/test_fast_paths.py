@@ -12,10 +12,11 @@ import mindspore as ms
 import pytest
 
 from albert_min.model import kernels
-from albert_min.tasks import classify
-from albert_min.tasks.classify import cache_key, predict
+from albert_min.tasks import prediction_engine
+from albert_min.tasks.prediction_engine import cache_key, predict
 from albert_min.model.config import AlbertConfig
-from albert_min.tasks.data import bucket_length, bucketed_eval_batches, pad_batch, read_tsv
+from albert_min.tasks.batching import bucket_length, bucketed_eval_batches, pad_batch
+from albert_min.tasks.text_files import read_tsv
 from albert_min.model.modeling import gelu_new
 from albert_min.model.heads import AlbertForSequenceClassification
 from helpers.paths import ROOT, SST2_DIR
@@ -73,13 +74,13 @@ def test_the_dynamic_graph_and_padding_do_not_change_probabilities(monkeypatch):
     """Graph mode (one dynamic-shape graph, batches of 8) and PyNative (batches of 5, other padding)
     agree, and declaring the graph's inputs dynamic renames none of the model's parameters."""
     from tokenizer import AlbertTokenizer
-    monkeypatch.setattr(classify, "GRAPH_FROM_ROWS", 1)             # the graph for these 45 rows
+    monkeypatch.setattr(prediction_engine, "GRAPH_FROM_ROWS", 1)             # the graph for these 45 rows
     model = AlbertForSequenceClassification.from_pretrained(MODEL)
     tokenizer = AlbertTokenizer.from_pretrained(MODEL)
     sentences = read_tsv(os.path.join(SST2_DIR, "dev.tsv"))[0][:45]
     names = [p.name for p in model.get_parameters()]
     graph, _ = predict(model, tokenizer, sentences, batch_size=8, max_length=64, progress=False)
-    assert model in classify._DYNAMIC_GRAPHS
+    assert model in prediction_engine._DYNAMIC_GRAPHS
     plain, _ = predict(model, tokenizer, sentences, batch_size=5, max_length=64, use_jit=False, progress=False)
     assert np.abs(graph - plain).max() <= 1e-5
     assert [p.name for p in model.get_parameters()] == names
@@ -105,19 +106,19 @@ def test_compile_cache_key_covers_all_the_code_and_libraries_the_graph_is_built_
     (layers.py) evaluate.py loaded the old graph and reported the old accuracy. Every source file of the
     package counts (here a copy of it), and so do the kernels' library, the thread counts and the cells."""
     copy = tmp_path / "albert_min"
-    shutil.copytree(classify.PACKAGE_DIR, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    monkeypatch.setattr(classify, "PACKAGE_DIR", str(copy))
-    model, shapes = tiny_classifier(), [classify.DYNAMIC_SHAPE]
+    shutil.copytree(prediction_engine.PACKAGE_DIR, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(prediction_engine, "PACKAGE_DIR", str(copy))
+    model, shapes = tiny_classifier(), [prediction_engine.DYNAMIC_SHAPE]
     keys = [cache_key(model, shapes)]
     assert cache_key(model, shapes) == keys[0]           # the same code, the same folder
-    for name in ("model/kernels/layers.py", "model/kernels/philox_dropout.py", "tasks/classify.py",
+    for name in ("model/kernels/layers.py", "model/kernels/philox_dropout.py", "tasks/prediction_engine.py",
                  "model/kernels/forward.cc"):
         with open(copy / name, "a", encoding="utf-8") as f:
             f.write("\n")                                 # any edit, even one that changes no number
-        classify.source_digest.cache_clear()             # a new process: the package read again
+        prediction_engine.source_digest.cache_clear()             # a new process: the package read again
         keys.append(cache_key(model, shapes))
     assert len(set(keys)) == len(keys)
-    monkeypatch.setattr(classify, "library_digest", lambda path: "another build of the kernels")
+    monkeypatch.setattr(prediction_engine, "library_digest", lambda path: "another build of the kernels")
     keys.append(cache_key(model, shapes))
     monkeypatch.setattr(kernels, "KERNEL_THREADS", kernels.KERNEL_THREADS + 1)
     keys.append(cache_key(model, shapes))
@@ -131,24 +132,24 @@ def test_a_model_compiles_its_graph_only_once_enough_rows_were_asked(monkeypatch
     """PyNative for a few rows (nothing to compile), the dynamic graph once GRAPH_FROM_ROWS rows were asked
     of the same model in this process; both give the same probabilities."""
     from tokenizer import AlbertTokenizer
-    monkeypatch.setattr(classify, "GRAPH_FROM_ROWS", 12)
+    monkeypatch.setattr(prediction_engine, "GRAPH_FROM_ROWS", 12)
     model = AlbertForSequenceClassification.from_pretrained(MODEL)
     tokenizer = AlbertTokenizer.from_pretrained(MODEL)
     sentences = read_tsv(os.path.join(SST2_DIR, "dev.tsv"))[0][:8]
     few, _ = predict(model, tokenizer, sentences, batch_size=4, max_length=64, progress=False)
-    assert model not in classify._DYNAMIC_GRAPHS                   # 8 rows asked: PyNative
+    assert model not in prediction_engine._DYNAMIC_GRAPHS                   # 8 rows asked: PyNative
     again, _ = predict(model, tokenizer, sentences, batch_size=4, max_length=64, progress=False)
-    assert model in classify._DYNAMIC_GRAPHS                       # 16 rows asked: the graph
+    assert model in prediction_engine._DYNAMIC_GRAPHS                       # 16 rows asked: the graph
     np.testing.assert_allclose(again, few, rtol=0, atol=1e-6)
     other = AlbertForSequenceClassification.from_pretrained(MODEL)
     predict(other, tokenizer, sentences, batch_size=4, max_length=64, use_jit=False, progress=False)
     predict(other, tokenizer, sentences, batch_size=4, max_length=64, use_jit=False, progress=False)
-    assert other not in classify._DYNAMIC_GRAPHS                   # use_jit=False never compiles
+    assert other not in prediction_engine._DYNAMIC_GRAPHS                   # use_jit=False never compiles
 
 
 def test_second_evaluate_run_uses_the_cache_and_reports_the_same(tmp_path):
     # GRAPH_FROM_ROWS rows: evaluate.py compiles the graph (fewer run in PyNative and cache nothing)
-    rows = open(os.path.join(SST2_DIR, "dev.tsv"), encoding="utf-8").read().splitlines()[:classify.GRAPH_FROM_ROWS + 1]
+    rows = open(os.path.join(SST2_DIR, "dev.tsv"), encoding="utf-8").read().splitlines()[:prediction_engine.GRAPH_FROM_ROWS + 1]
     data = tmp_path / "dev30.tsv"
     data.write_text("\n".join(rows) + "\n", encoding="utf-8")
     cache = tmp_path / "cache"

@@ -14,7 +14,7 @@ from albert_min.model import kernels
 from albert_min.model.config import AlbertConfig
 from albert_min.model.heads import AlbertForSequenceClassification
 from albert_min.model.kernels import int8
-from albert_min.tasks import classify
+from albert_min.tasks import prediction_engine
 
 SST2_SMALL = os.path.join(ROOT, "weights", "sst2-small")
 TINY = os.path.join(FIXTURES, "tiny_classifier")
@@ -184,7 +184,7 @@ def test_int8_logits_follow_float32(int8_library, folder):
     one = model(*[t[5:6] for t in inputs]).asnumpy()
     np.testing.assert_array_equal(one, got[5:6])
     # the dynamic-shape graph (evaluate.py's) computes the same
-    np.testing.assert_allclose(classify.dynamic_graph(model)(*inputs).asnumpy(), got, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(prediction_engine.dynamic_graph(model)(*inputs).asnumpy(), got, rtol=0, atol=1e-6)
 
 
 def test_a_quantized_model_refuses_training(int8_library):
@@ -196,9 +196,9 @@ def test_a_quantized_model_refuses_training(int8_library):
 
 def test_the_compile_cache_keys_int8_apart(int8_library, tmp_path):
     model = AlbertForSequenceClassification(tiny_config())
-    before = classify._cache_folder(str(tmp_path), model, [classify.DYNAMIC_SHAPE])
+    before = prediction_engine._cache_folder(str(tmp_path), model, [prediction_engine.DYNAMIC_SHAPE])
     kernels.quantize_int8(model, notice=False)
-    assert classify._cache_folder(str(tmp_path), model, [classify.DYNAMIC_SHAPE]) != before
+    assert prediction_engine._cache_folder(str(tmp_path), model, [prediction_engine.DYNAMIC_SHAPE]) != before
 
 
 # ------------------------------------------------------------------ where it cannot run

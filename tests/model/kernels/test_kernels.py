@@ -226,8 +226,8 @@ def test_a_model_built_with_mindspores_ops_has_no_kernels_and_predicts_the_same(
 
 
 def test_the_dynamic_shape_graph_runs_the_kernels(library):
-    """classify.dynamic_graph (one graph for every batch and length) with the kernels' forward."""
-    from albert_min.tasks.classify import dynamic_graph
+    """prediction_engine.dynamic_graph (one graph for every batch and length) with the kernels' forward."""
+    from albert_min.tasks.prediction_engine import dynamic_graph
     config = AlbertConfig.from_json_file(os.path.join(ROOT, "weights", "sst2-small", "config.json"))
     ms.set_seed(4)
     model = AlbertForSequenceClassification(config)

@@ -3,7 +3,8 @@ import random
 
 import pytest
 
-from albert_min.tasks.conlleval import count_chunks, entities, evaluate, format_report, write_columns
+from albert_min.tasks.conll.metric import count_chunks, entities, evaluate, format_report
+from albert_min.tasks.conll.writing import write_columns
 
 SENTENCES = [
     # IOB1: B- starts a second PER right after the first; the prediction merges them.

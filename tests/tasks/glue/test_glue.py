@@ -13,13 +13,15 @@ import pytest
 from helpers.paths import ROOT
 
 sys.path.insert(0, ROOT)
-from albert_min.tasks import glue_benchmark as glue  # noqa: E402
+from albert_min.tasks.glue import metric as glue_metric  # noqa: E402
+from albert_min.tasks.glue import reading as glue_reading  # noqa: E402
 from albert_min.model.config import AlbertConfig, ConfigError  # noqa: E402
-from albert_min.tasks.data import DataError, encode_examples, pad_batch, pad_with_types  # noqa: E402
+from albert_min.tasks.errors import DataError  # noqa: E402
+from albert_min.tasks.batching import encode_examples, pad_batch, pad_with_types  # noqa: E402
 
 GLUE_DIR = os.path.join(os.path.dirname(ROOT), "shared", "data", "glue")
 needs_glue = pytest.mark.skipif(not os.path.isdir(GLUE_DIR), reason="needs ../shared/data/glue")
-TASKS = glue.TASKS
+TASKS = glue_reading.TASKS
 
 
 def write(path, lines, bom=False):
@@ -36,8 +38,8 @@ def write(path, lines, bom=False):
 def test_real_glue_files(folder, task, train_rows, dev_rows):
     for split, rows in (("train", train_rows), ("dev", dev_rows)):
         path = os.path.join(GLUE_DIR, folder, f"{split}.tsv")
-        assert glue.infer_task(path) == task
-        examples = glue.read_examples(path, TASKS[task])
+        assert glue_reading.infer_task(path) == task
+        examples = glue_reading.read_examples(path, TASKS[task])
         assert len(examples) == len(examples.labels) == len(examples.index) == rows
         assert (examples.text_pairs is not None) == (task != "cola")
         if task == "stsb":
@@ -48,15 +50,15 @@ def test_real_glue_files(folder, task, train_rows, dev_rows):
 
 @needs_glue
 def test_real_files_first_rows():
-    mrpc = glue.read_examples(os.path.join(GLUE_DIR, "MRPC", "train.tsv"), TASKS["mrpc"])
+    mrpc = glue_reading.read_examples(os.path.join(GLUE_DIR, "MRPC", "train.tsv"), TASKS["mrpc"])
     assert mrpc.labels[0] == 1 and mrpc.texts[0].startswith("Amrozi accused his brother, whom he called \"the")
     assert mrpc.text_pairs[0].startswith("Referring to him as only \"the witness\"") and mrpc.index[:2] == ["0", "1"]
-    rte = glue.read_examples(os.path.join(GLUE_DIR, "RTE", "train.tsv"), TASKS["rte"])
+    rte = glue_reading.read_examples(os.path.join(GLUE_DIR, "RTE", "train.tsv"), TASKS["rte"])
     assert rte.labels[:2] == [1, 0]                 # not_entailment, entailment
     assert rte.text_pairs[0] == "Weapons of Mass Destruction Found in Iraq."
-    cola = glue.read_examples(os.path.join(GLUE_DIR, "CoLA", "train.tsv"), TASKS["cola"])
+    cola = glue_reading.read_examples(os.path.join(GLUE_DIR, "CoLA", "train.tsv"), TASKS["cola"])
     assert cola.texts[0] == "Our friends won't buy this analysis, let alone the next one we propose."
-    stsb = glue.read_examples(os.path.join(GLUE_DIR, "STS-B", "train.tsv"), TASKS["stsb"])
+    stsb = glue_reading.read_examples(os.path.join(GLUE_DIR, "STS-B", "train.tsv"), TASKS["stsb"])
     assert (stsb.texts[1], stsb.text_pairs[1], stsb.labels[1]) == (
         "A man is playing a large flute.", "A man is playing a flute.", 3.8)
 
@@ -90,15 +92,15 @@ def test_mnli_train_dev_matched_and_mismatched(tmp_path):
         mnli_row(0, "Your contribution helped.", "Your contribution did not help.",
                  ["contradiction", "contradiction", "contradiction", "contradiction", "contradiction",
                   "contradiction"])])
-    assert glue.infer_task(matched) == glue.infer_task(mismatched) == "mnli"
-    data = glue.read_examples(train, TASKS["mnli"])
+    assert glue_reading.infer_task(matched) == glue_reading.infer_task(mismatched) == "mnli"
+    data = glue_reading.read_examples(train, TASKS["mnli"])
     assert data.labels == [2, 1, 0]                 # contradiction, entailment, neutral
     assert data.text_pairs[0] == "Product and geography are what make cream skimming work."
-    assert glue.read_examples(matched, TASKS["mnli"]).labels == [2]   # gold_label, not label1
-    assert glue.read_examples(mismatched, TASKS["mnli"]).labels == [0]
+    assert glue_reading.read_examples(matched, TASKS["mnli"]).labels == [2]   # gold_label, not label1
+    assert glue_reading.read_examples(mismatched, TASKS["mnli"]).labels == [0]
     test = write(tmp_path / "MNLI" / "test_matched.tsv", [
         MNLI_TRAIN_HEADER.rsplit("\t", 2)[0], mnli_row(7, "a b", "c d", [])])
-    unlabeled = glue.read_examples(test, TASKS["mnli"])
+    unlabeled = glue_reading.read_examples(test, TASKS["mnli"])
     assert unlabeled.labels is None and unlabeled.index == ["7"] and unlabeled.text_pairs == ["c d"]
 
 
@@ -107,32 +109,32 @@ def test_qnli_qqp_wnli_layouts(tmp_path):
         "index\tquestion\tsentence\tlabel",
         "0\tWhat came into force after the new constitution?\tThe Convention came into force.\tentailment",
         "1\tWhat is the first major city?\tThe city lies on a river.\tnot_entailment"])
-    data = glue.read_examples(qnli, TASKS["qnli"])
+    data = glue_reading.read_examples(qnli, TASKS["qnli"])
     assert data.labels == [0, 1] and data.texts[1] == "What is the first major city?"
     qqp = write(tmp_path / "qqp.tsv", [
         "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate",
         "133273\t213221\t213222\tHow is the life of a math student?\tWhich level of prepration is enough?\t0",
         "402555\t536040\t536041\tHow do I control my horny emotions?\tHow do you control your horniness?\t1"])
-    data = glue.read_examples(qqp, TASKS["qqp"])
+    data = glue_reading.read_examples(qqp, TASKS["qqp"])
     assert data.labels == [0, 1] and data.index == ["133273", "402555"]
     assert data.text_pairs[1] == "How do you control your horniness?"
     qqp_test = write(tmp_path / "qqp_test.tsv", ["id\tquestion1\tquestion2", "0\tWhy?\tWhy not?"])
-    assert glue.read_examples(qqp_test, TASKS["qqp"]).labels is None
+    assert glue_reading.read_examples(qqp_test, TASKS["qqp"]).labels is None
     wnli = write(tmp_path / "wnli.tsv", [
         "index\tsentence1\tsentence2\tlabel",
         "0\tI stuck a pin through a carrot. When I pulled the pin out, it had a hole.\tThe carrot had a hole.\t1"])
-    data = glue.read_examples(wnli, TASKS["wnli"])
+    data = glue_reading.read_examples(wnli, TASKS["wnli"])
     assert data.labels == [1] and data.text_pairs == ["The carrot had a hole."]
 
 
 def test_test_file_layouts_without_labels(tmp_path):
-    cola = glue.read_examples(write(tmp_path / "cola_test.tsv", ["index\tsentence", "0\tBill whistled past the house.",
+    cola = glue_reading.read_examples(write(tmp_path / "cola_test.tsv", ["index\tsentence", "0\tBill whistled past the house.",
                                                                  "1\tThe car honked."]), TASKS["cola"])
     assert cola.labels is None and cola.texts == ["Bill whistled past the house.", "The car honked."]
-    rte = glue.read_examples(write(tmp_path / "rte_test.tsv", ["index\tsentence1\tsentence2", "5\tA b.\tC d."]),
+    rte = glue_reading.read_examples(write(tmp_path / "rte_test.tsv", ["index\tsentence1\tsentence2", "5\tA b.\tC d."]),
                              TASKS["rte"])
     assert rte.labels is None and rte.index == ["5"]
-    mrpc = glue.read_examples(write(tmp_path / "mrpc_test.tsv", [
+    mrpc = glue_reading.read_examples(write(tmp_path / "mrpc_test.tsv", [
         "index\t#1 ID\t#2 ID\t#1 String\t#2 String", "0\t1\t2\tA b.\tC d."], bom=True), TASKS["mrpc"])
     assert mrpc.labels is None and mrpc.text_pairs == ["C d."]
 
@@ -140,7 +142,7 @@ def test_test_file_layouts_without_labels(tmp_path):
 def test_mrpc_header_with_and_without_byte_order_mark(tmp_path):
     lines = ["Quality\t#1 ID\t#2 ID\t#1 String\t#2 String", "1\t1\t2\tHe said \"yes\".\tHe agreed."]
     for bom in (True, False):
-        data = glue.read_examples(write(tmp_path / f"mrpc{bom}.tsv", lines, bom=bom), TASKS["mrpc"])
+        data = glue_reading.read_examples(write(tmp_path / f"mrpc{bom}.tsv", lines, bom=bom), TASKS["mrpc"])
         assert data.labels == [1] and data.texts == ['He said "yes".']
 
 
@@ -165,58 +167,58 @@ def test_mrpc_header_with_and_without_byte_order_mark(tmp_path):
 def test_malformed_rows_name_file_and_line(tmp_path, task, lines, message):
     path = write(tmp_path / "bad.tsv", lines)
     with pytest.raises(DataError) as err:
-        glue.read_examples(path, TASKS[task])
+        glue_reading.read_examples(path, TASKS[task])
     assert str(err.value).startswith(path) and message in str(err.value)
 
 
 def test_task_inferred_from_folder_name():
-    assert glue.infer_task("../shared/data/glue/RTE/dev.tsv") == "rte"
-    assert glue.infer_task("../shared/data/sst2/dev.tsv") == "sst2"
-    assert glue.infer_task("glue_data/SST-2/train.tsv") == "sst2"
-    assert glue.infer_task("glue_data/STS-B/dev.tsv") == "stsb"
-    assert glue.infer_task("glue_data/QQP/dev.tsv") == "qqp"
-    assert glue.infer_task("/tmp/anything/train.tsv") == "cls"
-    assert glue.infer_task("train.tsv") == "cls"
+    assert glue_reading.infer_task("../shared/data/glue/RTE/dev.tsv") == "rte"
+    assert glue_reading.infer_task("../shared/data/sst2/dev.tsv") == "sst2"
+    assert glue_reading.infer_task("glue_data/SST-2/train.tsv") == "sst2"
+    assert glue_reading.infer_task("glue_data/STS-B/dev.tsv") == "stsb"
+    assert glue_reading.infer_task("glue_data/QQP/dev.tsv") == "qqp"
+    assert glue_reading.infer_task("/tmp/anything/train.tsv") == "cls"
+    assert glue_reading.infer_task("train.tsv") == "cls"
     with pytest.raises(DataError, match="unknown task 'foo'"):
-        glue.get_task("foo")
+        glue_reading.get_task("foo")
 
 
 # ------------------------------------------------------------------ metrics
 def test_matthews_by_hand():
     # tp = 3, fn = 1, fp = 1, tn = 3: (3*3 - 1*1) / sqrt(4*4*4*4) = 8 / 16
     labels = [1, 1, 1, 1, 0, 0, 0, 0]
-    assert glue.matthews_corrcoef(labels, [1, 1, 1, 0, 1, 0, 0, 0]) == pytest.approx(0.5)
+    assert glue_metric.matthews_corrcoef(labels, [1, 1, 1, 0, 1, 0, 0, 0]) == pytest.approx(0.5)
     # tp = 1, fn = 2, fp = 2, tn = 1: (1 - 4) / sqrt(3*3*3*3) = -1/3
-    assert glue.matthews_corrcoef([1, 1, 1, 0, 0, 0], [1, 0, 0, 1, 1, 0]) == pytest.approx(-1 / 3)
-    assert glue.matthews_corrcoef(labels, labels) == 1.0
-    assert glue.matthews_corrcoef(labels, [1] * 8) is None     # one class predicted: undefined (0/0)
-    assert glue.matthews_corrcoef([0] * 4, [1, 0, 1, 0]) is None   # one class in the labels
+    assert glue_metric.matthews_corrcoef([1, 1, 1, 0, 0, 0], [1, 0, 0, 1, 1, 0]) == pytest.approx(-1 / 3)
+    assert glue_metric.matthews_corrcoef(labels, labels) == 1.0
+    assert glue_metric.matthews_corrcoef(labels, [1] * 8) is None     # one class predicted: undefined (0/0)
+    assert glue_metric.matthews_corrcoef([0] * 4, [1, 0, 1, 0]) is None   # one class in the labels
 
 
 def test_f1_and_accuracy_by_hand():
     # tp = 2, fn = 2, fp = 1, tn = 1: F1 = 2*2 / (2*2 + 1 + 2) = 4/7, accuracy 3/6
     labels, predictions = [1, 1, 1, 1, 0, 0], [1, 1, 0, 0, 1, 0]
-    assert glue.f1_score(labels, predictions) == pytest.approx(4 / 7)
-    assert glue.accuracy(labels, predictions) == pytest.approx(0.5)
-    assert glue.f1_score([0, 0], [0, 0]) is None               # label 1 neither true nor predicted: 0/0
-    assert glue.f1_score([1, 1], [0, 0]) == 0.0                # never predicted, but true: a real 0
-    assert glue.compute_metrics(TASKS["mrpc"], labels, predictions) == {
+    assert glue_metric.f1_score(labels, predictions) == pytest.approx(4 / 7)
+    assert glue_metric.accuracy(labels, predictions) == pytest.approx(0.5)
+    assert glue_metric.f1_score([0, 0], [0, 0]) is None               # label 1 neither true nor predicted: 0/0
+    assert glue_metric.f1_score([1, 1], [0, 0]) == 0.0                # never predicted, but true: a real 0
+    assert glue_metric.compute_metrics(TASKS["mrpc"], labels, predictions) == {
         "f1": pytest.approx(4 / 7), "accuracy": 0.5, "examples": 6}
     with pytest.raises(ValueError, match="as many predictions as labels"):
-        glue.accuracy([1, 0], [1])
+        glue_metric.accuracy([1, 0], [1])
 
 
 def test_pearson_and_spearman_by_hand():
     # dx = (-1.5, -.5, .5, 1.5), dy = (-3, -1, 0, 4): 11 / sqrt(5 * 26)
-    assert glue.pearson([1, 2, 3, 4], [2, 4, 5, 9]) == pytest.approx(11 / math.sqrt(130))
+    assert glue_metric.pearson([1, 2, 3, 4], [2, 4, 5, 9]) == pytest.approx(11 / math.sqrt(130))
     # Ties share their average rank: (1, 2.5, 2.5, 4) vs (1, 2, 3.5, 3.5) -> 3.75 / 4.5
-    assert glue.spearman([1.0, 2.0, 2.0, 3.0], [10.0, 20.0, 30.0, 30.0]) == pytest.approx(3.75 / 4.5)
-    assert glue.spearman([1, 2, 3, 4], [1, 4, 9, 16]) == pytest.approx(1.0)       # monotone, not linear
-    assert glue.pearson([1, 2, 3, 4], [1, 4, 9, 16]) < 1.0
-    assert glue.pearson([1, 2, 3], [2, 2, 2]) is None          # constant predictions: undefined
-    metrics = glue.compute_metrics(TASKS["stsb"], [1, 2, 3, 4], [2, 4, 5, 9])
+    assert glue_metric.spearman([1.0, 2.0, 2.0, 3.0], [10.0, 20.0, 30.0, 30.0]) == pytest.approx(3.75 / 4.5)
+    assert glue_metric.spearman([1, 2, 3, 4], [1, 4, 9, 16]) == pytest.approx(1.0)       # monotone, not linear
+    assert glue_metric.pearson([1, 2, 3, 4], [1, 4, 9, 16]) < 1.0
+    assert glue_metric.pearson([1, 2, 3], [2, 2, 2]) is None          # constant predictions: undefined
+    metrics = glue_metric.compute_metrics(TASKS["stsb"], [1, 2, 3, 4], [2, 4, 5, 9])
     assert sorted(metrics) == ["examples", "pearson", "spearman"] and metrics["spearman"] == pytest.approx(1.0)
-    assert glue.selection_score(TASKS["stsb"], {"pearson": None}) == -1.0
+    assert glue_metric.selection_score(TASKS["stsb"], {"pearson": None}) == -1.0
 
 
 def test_each_task_reports_glues_metric():
@@ -225,9 +227,9 @@ def test_each_task_reports_glues_metric():
         "qqp": ("f1", "accuracy"), "mnli": ("accuracy",), "qnli": ("accuracy",), "rte": ("accuracy",),
         "wnli": ("accuracy",), "cls": ("accuracy",)}
     logits = np.array([[2.0, 1.0, 0.0], [0.0, 3.0, 1.0], [0.0, 0.0, 1.0]])
-    assert glue.evaluation_metrics(TASKS["mnli"], [0, 1, 0], logits) == {"accuracy": pytest.approx(2 / 3),
+    assert glue_metric.evaluation_metrics(TASKS["mnli"], [0, 1, 0], logits) == {"accuracy": pytest.approx(2 / 3),
                                                                          "examples": 3}
-    binary = glue.evaluation_metrics(TASKS["cola"], [1, 0, 1], np.array([[0, 1], [1, 0], [1, 0]]))
+    binary = glue_metric.evaluation_metrics(TASKS["cola"], [1, 0, 1], np.array([[0, 1], [1, 0], [1, 0]]))
     assert binary["matthews"] == pytest.approx(0.5) and binary["confusion"] == {"tp": 1, "fp": 0, "fn": 1, "tn": 1}
 
 
@@ -249,18 +251,18 @@ def test_undefined_metrics_are_none_with_a_note(task, labels, predictions, undef
         logits = np.array(predictions, np.float32)[:, None]
     else:
         logits = np.eye(2, dtype=np.float32)[predictions]
-    metrics = glue.evaluation_metrics(TASKS[task], labels, logits)
+    metrics = glue_metric.evaluation_metrics(TASKS[task], labels, logits)
     assert {k for k, v in metrics.items() if v is None} == set(undefined)
     assert metrics["notes"] == undefined
     assert all(isinstance(v, float) for k, v in metrics.items() if k in ("accuracy", "f1", "precision", "recall",
                                                                            "matthews", "pearson", "spearman")
                and k not in undefined)
-    assert glue.selection_score(TASKS[task], metrics) == (-1.0 if TASKS[task].metrics[0] in undefined
+    assert glue_metric.selection_score(TASKS[task], metrics) == (-1.0 if TASKS[task].metrics[0] in undefined
                                                           else metrics[TASKS[task].metrics[0]])
 
 
 def test_defined_metrics_carry_no_notes():
-    metrics = glue.evaluation_metrics(TASKS["sst2"], [1, 0, 1, 0], np.eye(2)[[1, 0, 0, 0]])
+    metrics = glue_metric.evaluation_metrics(TASKS["sst2"], [1, 0, 1, 0], np.eye(2)[[1, 0, 0, 0]])
     assert "notes" not in metrics and metrics["precision"] == 1.0 and metrics["recall"] == 0.5
 
 
@@ -269,18 +271,18 @@ def test_inference_tasks_report_accuracy_and_the_confusion_matrix_only():
     GLUE reports accuracy alone, and so do we (the confusion matrix stays: it names no positive)."""
     logits = np.eye(2)[[1, 0, 0, 1]]
     for name in ("rte", "qnli", "wnli"):
-        assert glue.evaluation_metrics(TASKS[name], [1, 0, 1, 1], logits) == {
+        assert glue_metric.evaluation_metrics(TASKS[name], [1, 0, 1, 1], logits) == {
             "accuracy": 0.75, "examples": 4, "confusion": {"tp": 2, "fp": 0, "fn": 1, "tn": 1}}
-    assert {"f1", "precision", "recall"} <= set(glue.evaluation_metrics(TASKS["sst2"], [1, 0, 1, 1], logits))
+    assert {"f1", "precision", "recall"} <= set(glue_metric.evaluation_metrics(TASKS["sst2"], [1, 0, 1, 1], logits))
 
 
 def test_model_label_order_maps_by_name():
     mnli = TASKS["mnli"]
     hf_datasets_order = {0: "entailment", 1: "neutral", 2: "contradiction"}
-    assert glue.model_label_order(mnli, hf_datasets_order) == [1, 2, 0]
-    assert glue.model_label_order(mnli, {0: "contradiction", 1: "entailment", 2: "neutral"}) is None
-    assert glue.model_label_order(mnli, None) is None
-    assert glue.model_label_order(TASKS["sst2"], {0: "negative", 1: "positive"}) is None   # unknown names: as is
+    assert glue_reading.model_label_order(mnli, hf_datasets_order) == [1, 2, 0]
+    assert glue_reading.model_label_order(mnli, {0: "contradiction", 1: "entailment", 2: "neutral"}) is None
+    assert glue_reading.model_label_order(mnli, None) is None
+    assert glue_reading.model_label_order(TASKS["sst2"], {0: "negative", 1: "positive"}) is None   # unknown names: as is
 
 
 # ---------------------------------------------------------- pair batching
@@ -420,17 +422,17 @@ def test_stsb_regression_train_then_evaluate(tmp_path, capsys):
     best = json.load(open(os.path.join(output, "train_metrics.json")))
     assert metrics["pearson"] == pytest.approx(best["dev_pearson"], abs=1e-6)
     # The submission file holds the model's scores (3 decimals, as GLUE's scorer reads them).
-    from albert_min.tasks.classify import predict_logits
+    from albert_min.tasks.prediction_engine import predict_logits
     from albert_min.model.heads import AlbertForSequenceClassification
     from tokenizer import AlbertTokenizer
-    dev = glue.read_examples(dev_tsv, TASKS["stsb"])
+    dev = glue_reading.read_examples(dev_tsv, TASKS["stsb"])
     logits, _ = predict_logits(AlbertForSequenceClassification.from_pretrained(output),
                                AlbertTokenizer.from_pretrained(output), dev.texts, dev.text_pairs,
                                max_length=48, progress=False)
     lines = open(preds).read().splitlines()
     assert lines[0] == "index\tprediction" and [line.split("\t")[0] for line in lines[1:]] == dev.index
     assert np.abs(np.array([float(line.split("\t")[1]) for line in lines[1:]]) - logits[:, 0]).max() <= 5e-4
-    assert glue.pearson(dev.labels, logits[:, 0]) == pytest.approx(metrics["pearson"], abs=1e-6)
+    assert glue_metric.pearson(dev.labels, logits[:, 0]) == pytest.approx(metrics["pearson"], abs=1e-6)
     # A regression model on a classification task is refused with a plain error.
     rte_tsv = write(tmp_path / "rte.tsv", ["index\tsentence1\tsentence2\tlabel", "0\ta\tb\tentailment"])
     with pytest.raises(SystemExit, match="is a regression model .one score.; task rte"):

@@ -16,7 +16,10 @@ from helpers.tiny_runs import corpus, tiny
 sys.path.insert(0, ROOT)
 import train  # noqa: E402
 from albert_min.model import kernels as albert_kernels  # noqa: E402
-from albert_min.tasks import pretraining_objectives as pretraining  # noqa: E402
+from albert_min.tasks.pretraining import features as pretraining_features  # noqa: E402
+from albert_min.tasks.pretraining import loss as pretraining_loss  # noqa: E402
+from albert_min.tasks.pretraining import metric as pretraining_metric  # noqa: E402
+from albert_min.tasks.pretraining import reading as pretraining_reading  # noqa: E402
 from albert_min.training.trainer import Trainer  # noqa: E402
 from albert_min.model.config import AlbertConfig, ConfigError, SHARING_STRATEGIES  # noqa: E402
 from albert_min.model.modeling import AlbertModel, count_parameters  # noqa: E402
@@ -45,7 +48,7 @@ def mask_many(n, seed=0, max_pieces_per_word=3, length_words=40):
     rng, np_rng = random.Random(seed), np.random.default_rng(seed)
     for _ in range(n):
         ids = words_sequence(rng, length_words, max_pieces_per_word)
-        yield ids, pretraining.ngram_mask(ids, WORD_START, SPECIAL, RANDOM_IDS, MASK, np_rng, max_predictions=1000)
+        yield ids, pretraining_features.ngram_mask(ids, WORD_START, SPECIAL, RANDOM_IDS, MASK, np_rng, max_predictions=1000)
 
 
 def test_ngram_masking_predicts_15_percent_and_never_special_tokens():
@@ -104,7 +107,7 @@ def documents(n_docs=12, n_sentences=6, seed=0):
 
 def test_sop_pairs_are_consecutive_text_swapped_half_the_time():
     docs = documents(40)
-    examples = pretraining.make_sentence_examples("sop", docs, 24, random.Random(1))
+    examples = pretraining_features.make_sentence_examples("sop", docs, 24, random.Random(1))
     labels = [y for _, _, y in examples]
     assert 0.35 < np.mean(labels) < 0.65
     adjacent = 0
@@ -121,7 +124,7 @@ def test_sop_pairs_are_consecutive_text_swapped_half_the_time():
 
 def test_nsp_negatives_come_from_another_document():
     docs = documents(40)
-    examples = pretraining.make_nsp_examples(docs, 24, random.Random(2))
+    examples = pretraining_features.make_nsp_examples(docs, 24, random.Random(2))
     labels = [y for _, _, y in examples]
     assert 0.35 < np.mean(labels) < 0.65
     for a, b, y in examples:
@@ -134,7 +137,7 @@ def test_nsp_negatives_come_from_another_document():
 
 def test_heldout_split_has_no_document_overlap():
     docs = [[f"doc {i} line {j}" for j in range(3)] for i in range(200)]
-    train_docs, heldout = pretraining.split_documents(docs, 0.05, random.Random(0))
+    train_docs, heldout = pretraining_reading.split_documents(docs, 0.05, random.Random(0))
     assert len(heldout) == 10 and len(train_docs) == 190
     assert not {d[0] for d in train_docs} & {d[0] for d in heldout}
     assert sorted(map(tuple, train_docs + heldout)) == sorted(map(tuple, docs))
@@ -181,8 +184,8 @@ def test_batcher_masks_the_share_it_is_given(mask_prob):
     rng = random.Random(0)
     words = "the film was a quiet story about love loss and a very long summer in new york".split()
     documents = [[tok.encode_ids(" ".join(rng.choices(words, k=12)) + " .") for _ in range(6)] for _ in range(4)]
-    examples = pretraining.make_sop_examples(documents, 64, random.Random(0))
-    batcher = pretraining.PretrainingBatcher(tok, 64, mask_prob)
+    examples = pretraining_features.make_sop_examples(documents, 64, random.Random(0))
+    batcher = pretraining_features.PretrainingBatcher(tok, 64, mask_prob)
     ids, _, attention_mask, _, _, weights, _ = batcher(examples, np.random.default_rng(0))
     predicted = weights.reshape(len(examples), -1).sum(1)
     lengths = attention_mask.sum(1)
@@ -207,20 +210,20 @@ def test_mask_prob_is_a_pretraining_flag_in_0_1(tmp_path, capsys):
 def test_heldout_masks_stay_at_15_percent_whatever_mask_prob(tmp_path, monkeypatch):
     """Held-out MLM accuracy compares across runs only if the held-out masks are the same."""
     seen = {}
-    real_heldout = pretraining.HeldOut
+    real_heldout = pretraining_metric.HeldOut
 
     def recording_heldout(documents_ids, batcher, *rest):
         seen["heldout"] = batcher.mask_prob
         return real_heldout(documents_ids, batcher, *rest)
 
-    real_batcher_call = pretraining.PretrainingBatcher.__call__
+    real_batcher_call = pretraining_features.PretrainingBatcher.__call__
 
     def recording_call(self, examples, rng):
         seen.setdefault("shares", set()).add(self.mask_prob)
         return real_batcher_call(self, examples, rng)
 
-    monkeypatch.setattr(pretraining, "HeldOut", recording_heldout)
-    monkeypatch.setattr(pretraining.PretrainingBatcher, "__call__", recording_call)
+    monkeypatch.setattr(pretraining_metric, "HeldOut", recording_heldout)
+    monkeypatch.setattr(pretraining_features.PretrainingBatcher, "__call__", recording_call)
     train.main(["--task", "mlm", "--text", corpus(tmp_path / "c.txt"), "--output", str(tmp_path / "pre"),
                 "--max-steps", "1", "--mask-prob", "0.4", *tiny()])
     assert seen["heldout"] == 0.15 and seen["shares"] == {0.15, 0.4}
@@ -289,7 +292,7 @@ def test_masked_lm_learns_from_context_not_only_word_frequencies():
                                               num_attention_heads=2, intermediate_size=128,
                                               max_position_embeddings=64))
     optimizer = make_optimizer(model, with_adam_bias_correction(linear_warmup_decay(1e-3, steps, 0.05)), 0.01)
-    train_step = make_train_step(pretraining.make_loss_fn(model, "mlm"), optimizer, 1.0)
+    train_step = make_train_step(pretraining_loss.make_loss_fn(model, "mlm"), optimizer, 1.0)
     rng = np.random.default_rng(0)
 
     def batch():
@@ -308,7 +311,7 @@ def test_masked_lm_learns_from_context_not_only_word_frequencies():
     model.set_train(False)
     ids, types, mask, flat, targets, _, _ = batch()
     sequence_output, _ = model.albert(ms.Tensor(ids), ms.Tensor(types), ms.Tensor(mask))
-    predicted = pretraining.masked_lm_logits(model, sequence_output, ms.Tensor(flat)).asnumpy().argmax(-1)
+    predicted = pretraining_loss.masked_lm_logits(model, sequence_output, ms.Tensor(flat)).asnumpy().argmax(-1)
     assert (predicted == targets).mean() > 0.25   # chance: 1/45
 
 

@@ -6,8 +6,11 @@ import os
 import numpy as np
 import pytest
 
-from albert_min.tasks.data import DataError
-from albert_min.tasks import race
+from albert_min.tasks.errors import DataError
+from albert_min.tasks.race import features as race_features
+from albert_min.tasks.race import metric as race_metric
+from albert_min.tasks.race import reading as race_reading
+from albert_min.tasks.race import writing as race_writing
 from tokenizer import AlbertTokenizer
 
 from helpers.paths import FIXTURES, ROOT  # noqa: E402
@@ -37,10 +40,10 @@ def make_split(root, files):
 def test_split_folder_level_folder_and_numeric_order(tmp_path):
     root = make_split(tmp_path / "dev", {"high/10.txt": race_file(), "high/9.txt": race_file(answers=("A", "A")),
                                          "middle/1.txt": race_file()})
-    questions = race.read_race(root)
+    questions = race_reading.read_race(root)
     assert [q.key for q in questions] == ["middle1.txt"] * 2 + ["high9.txt"] * 2 + ["high10.txt"] * 2
     assert [q.label for q in questions] == [1, 3, 0, 0, 1, 3]
-    assert [q.level for q in race.read_race(os.path.join(root, "high"))] == ["high"] * 4
+    assert [q.level for q in race_reading.read_race(os.path.join(root, "high"))] == ["high"] * 4
 
 
 @pytest.mark.parametrize("files, message", [
@@ -54,18 +57,18 @@ def test_split_folder_level_folder_and_numeric_order(tmp_path):
 ])
 def test_bad_input_names_the_file(tmp_path, files, message):
     with pytest.raises(DataError, match=message):
-        race.read_race(make_split(tmp_path / "dev", files))
+        race_reading.read_race(make_split(tmp_path / "dev", files))
 
 
 def test_blank_is_filled_and_other_questions_get_the_option_appended():
-    assert race.question_with_option("The cat is _ .", "old") == "The cat is old ."
-    assert race.question_with_option("What is the title?", "Cats") == "What is the title? Cats"
+    assert race_features.question_with_option("The cat is _ .", "old") == "The cat is old ."
+    assert race_features.question_with_option("What is the title?", "Cats") == "What is the title? Cats"
 
 
 def test_one_sequence_per_option_article_first(tok):
-    q = race.RaceQuestion("high1.txt", "high", "The cat is old. It sleeps all day.", "The cat is _ .",
+    q = race_reading.RaceQuestion("high1.txt", "high", "The cat is old. It sleeps all day.", "The cat is _ .",
                           ["young", "old", "red", "big"], 1)
-    rows, types = race.encode_question(tok, q, max_length=64)
+    rows, types = race_features.encode_question(tok, q, max_length=64)
     article = tok.encode_ids(q.article)
     for row, typ, option in zip(rows, types, q.options):
         qa = tok.encode_ids(f"The cat is {option} .")
@@ -74,19 +77,19 @@ def test_one_sequence_per_option_article_first(tok):
 
 
 def test_article_is_truncated_first_and_long_questions_keep_their_end(tok):
-    q = race.RaceQuestion("high1.txt", "high", "word " * 100, "which one?", ["a", "b", "c", "d"], 0)
-    rows, types = race.encode_question(tok, q, max_length=20)
+    q = race_reading.RaceQuestion("high1.txt", "high", "word " * 100, "which one?", ["a", "b", "c", "d"], 0)
+    rows, types = race_features.encode_question(tok, q, max_length=20)
     qa = tok.encode_ids("which one? a")
     assert len(rows[0]) == 20 and rows[0][-len(qa) - 1:-1] == qa
     long_question = dataclasses.replace(q, question="why " * 50)
-    rows, _ = race.encode_question(tok, long_question, max_length=20, max_qa_length=8)
+    rows, _ = race_features.encode_question(tok, long_question, max_length=20, max_qa_length=8)
     assert len(rows[0]) == 20 and rows[0][-2] == tok.encode_ids("a")[-1]   # the option survives
 
 
 def test_batch_is_questions_by_options_by_length(tok, tmp_path):
-    qs = race.read_race(make_split(tmp_path / "dev", {"middle/1.txt": race_file()}))
-    encoded = race.encode_all(tok, qs, max_length=64)
-    ids, types, mask, labels = race.batch(encoded, [q.label for q in qs], tok.pad_token_id)
+    qs = race_reading.read_race(make_split(tmp_path / "dev", {"middle/1.txt": race_file()}))
+    encoded = race_features.encode_questions(tok, qs, max_length=64)
+    ids, types, mask, labels = race_features.batch(encoded, [q.label for q in qs], tok.pad_token_id)
     longest = max(len(r) for rows, _ in encoded for r in rows)
     assert ids.shape == types.shape == mask.shape == (2, 4, -(-longest // 8) * 8)
     assert labels.tolist() == [1, 3]
@@ -95,21 +98,21 @@ def test_batch_is_questions_by_options_by_length(tok, tmp_path):
 
 
 def test_accuracy_by_level_and_prediction_file(tmp_path):
-    qs = [race.RaceQuestion(k, lvl, "a", "q", ["1", "2", "3", "4"], y)
+    qs = [race_reading.RaceQuestion(k, lvl, "a", "q", ["1", "2", "3", "4"], y)
           for k, lvl, y in [("middle1.txt", "middle", 0), ("middle1.txt", "middle", 1),
                             ("high7.txt", "high", 2), ("high7.txt", "high", 3)]]
-    acc = race.accuracy(qs, [0, 0, 2, 2])
+    acc = race_metric.accuracy(qs, [0, 0, 2, 2])
     assert acc == {"all": 50.0, "middle": 50.0, "high": 50.0}
-    assert race.accuracy(qs[:1], [0]) == {"all": 100.0, "middle": 100.0}
+    assert race_metric.accuracy(qs[:1], [0]) == {"all": 100.0, "middle": 100.0}
     path = str(tmp_path / "race.json")
-    race.write_predictions(path, qs, [0, 0, 2, 2])
+    race_writing.write_predictions(path, qs, [0, 0, 2, 2])
     assert json.load(open(path)) == {"middle1.txt": ["A", "A"], "high7.txt": ["C", "C"]}
-    assert race.majority_option(qs + qs[3:]) == 3
+    assert race_metric.majority_option(qs + qs[3:]) == 3
 
 
 @pytest.mark.skipif(not os.path.isdir(RACE_DEV), reason="needs ../shared/data/race")
 def test_reads_the_real_dev_split():
-    questions = race.read_race(RACE_DEV)
+    questions = race_reading.read_race(RACE_DEV)
     assert len(questions) == 4887                                  # 1,436 middle + 3,451 high (README)
     assert sum(q.level == "middle" for q in questions) == 1436
     assert questions[0].key.startswith("middle")

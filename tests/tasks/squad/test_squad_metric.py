@@ -1,8 +1,7 @@
 """SQuAD EM/F1 against values computed by hand from the official scripts' definitions."""
 import pytest
 
-from albert_min.tasks.squad_metric import (evaluate_v1, evaluate_v2, exact_match, f1_v1, f1_v2,
-                                           normalize_answer)
+from albert_min.tasks.squad.metric import evaluate_v1, evaluate_v2, exact_match, f1_v1, f1_v2, normalize_answer
 
 
 @pytest.mark.parametrize("text, normal", [

@@ -16,7 +16,9 @@ import pytest
 from helpers.paths import FIXTURES, ROOT
 
 sys.path.insert(0, ROOT)
-from albert_min.tasks import squad, squad_decode  # noqa: E402
+from albert_min.tasks.squad import decode as squad_decode  # noqa: E402
+from albert_min.tasks.squad import features as squad_features  # noqa: E402
+from albert_min.tasks.squad import reading as squad_reading  # noqa: E402
 
 
 def reference_decode(example, windows, config):
@@ -53,19 +55,19 @@ def windows_of(rng, words, size, stride, head, logits):
     with random max-context flags and logits (``logits``: "ties" draws small integers)."""
     context = " ".join(words)
     offsets = [(2 * i, 2 * i + 1) for i in range(len(words))]
-    starts = squad.window_starts(len(words), size, stride)
+    starts = squad_features.window_starts(len(words), size, stride)
     windows = []
     for start in starts:
         length = min(size, len(words) - start)
         n = head + length + 1
-        feature = squad.SquadFeature(0, [5] * n, [0] * head + [1] * (length + 1), head,
+        feature = squad_features.SquadFeature(0, [5] * n, [0] * head + [1] * (length + 1), head,
                                      offsets[start:start + length], [rng.random() < 0.7 for _ in range(length)])
         if logits == "ties":
             s, e = rng.integers(-3, 4, n).astype(np.float32), rng.integers(-3, 4, n).astype(np.float32)
         else:
             s, e = rng.normal(size=n).astype(np.float32), rng.normal(size=n).astype(np.float32)
         windows.append((feature, s, e))
-    return squad.SquadExample("q", "?", context, [("a", 0)]), windows
+    return squad_reading.SquadExample("q", "?", context, [("a", 0)]), windows
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -86,13 +88,13 @@ def test_streaming_decoder_gives_run_squads_nbest_exactly(seed):
 
 
 def test_the_features_of_one_example_are_made_one_window_at_a_time(tok):
-    example = squad.SquadExample("q", "who sat?", " ".join(["the cat sat on the mat ."] * 50), [("the cat", 0)])
-    features = squad.iter_example_features(tok, example, 0, squad.WindowConfig(32, 8, 8), with_labels=True)
+    example = squad_reading.SquadExample("q", "who sat?", " ".join(["the cat sat on the mat ."] * 50), [("the cat", 0)])
+    features = squad_features.iter_example_features(tok, example, 0, squad_features.WindowConfig(32, 8, 8), with_labels=True)
     assert not isinstance(features, list)
     first = next(features)
     assert first.context_start == len(tok.encode_ids("who sat?")) + 2
     assert [f.input_ids for f in [first, *features]] == \
-        [f.input_ids for f in squad.example_features(tok, example, 0, squad.WindowConfig(32, 8, 8), True)]
+        [f.input_ids for f in squad_features.example_features(tok, example, 0, squad_features.WindowConfig(32, 8, 8), True)]
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +116,7 @@ def test_a_context_tokenized_by_chunks_gives_the_pieces_of_the_whole(tok, seed):
     pieces, offsets = tok.tokenize_with_offsets(context)
     whole = (tok.convert_tokens_to_ids(pieces), offsets)
     for chunk in (1, 50, 1 << 20):                  # 1: cut at every place it may
-        assert squad.context_pieces(tok, context, chunk=chunk) == whole, chunk
+        assert squad_features.context_pieces(tok, context, chunk=chunk) == whole, chunk
 
 
 # ------------------------------------------------------------ memory on one long context
@@ -123,7 +125,7 @@ import json, resource, sys
 sys.path.insert(0, {root!r})
 import numpy as np
 import mindspore as ms
-from albert_min.tasks import get_task
+from albert_min.tasks import get_task  # noqa: E402
 from tokenizer import AlbertTokenizer
 
 
