@@ -16,7 +16,8 @@ docs/layout.md maps the old module paths to the new):
     arguments.py            the flag types of the commands
     fingerprint.py          python -m albert_min.fingerprint: record a model folder changed on purpose
     training/ | predict/    train and resume a model | a model folder as a function (``pipeline``)
-    tasks/                  each task family: reading, features, loss, official metric; batched prediction
+    tasks/                  one folder per task family (glue/, pretraining/, squad/, race/, conll/: task, reading,
+                            features, loss, metric); shared batching and the batched prediction engine
     checkpoints/            other libraries' checkpoints in and out: file formats, tensor names, HF export
     model/                  the config, the backbone, the heads, the kernels, the model folder on disk
     common/                 errors, the device, data-parallel workers, safe outputs and locks, checked JSON

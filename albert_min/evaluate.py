@@ -101,16 +101,16 @@ def build_parser():
                                 formatter_class=num.Help)
     p.add_argument("--model", help="model folder (config.json, model.ckpt or model.safetensors, spiece.model) "
                                     "(default: none; lists the folders ready in weights/)")
-    from albert_min.tasks import TASK_NAMES
+    from albert_min.tasks import TASK_ALIASES, TASK_NAMES, task_name
     p.add_argument("--data", default=os.path.join("..", "shared", "data", "sst2", "dev.tsv"),
                    help="a GLUE task's TSV in its official layout, a SQuAD .json (FILE.json:FIRST-LAST: its "
                         "articles FIRST to LAST), a RACE split or level folder, a CoNLL-2003 eng.* file "
                         "(default: %(default)s)")
     tasks = [n for n in TASK_NAMES if n not in ("sop", "nsp", "mlm")]
-    p.add_argument("--task", choices=tasks, metavar="TASK",
-                   help=f"one of {', '.join(tasks)}: the data's task: a GLUE task, cls (any sentence<TAB>label "
-                        "TSV), or squad / squad_v2 (a SQuAD .json), race (a RACE split or level folder), conll (a "
-                        "CoNLL-2003 file) (default: from a GLUE folder's name, else cls)")
+    p.add_argument("--task", type=task_name, choices=tasks, metavar="TASK",
+                   help=f"one of {', '.join(tasks)}: the data's task: a GLUE task, sentence_label (any "
+                        f"sentence<TAB>label TSV; {', '.join(TASK_ALIASES)} still names it), or squad / squad_v2 (a SQuAD .json), race (a RACE split or level folder), conll (a "
+                        "CoNLL-2003 file) (default: from a GLUE folder's name, else sentence_label)")
     num.add_squad_flags(p, "what train.py used, else {}")
     p.add_argument("--batch-size", type=num.positive_int, default=64,
                    help="examples per forward pass at lengths of 64 and more; shorter buckets take more "
@@ -148,7 +148,7 @@ def format_report(metrics, model_dir, data_path, speed, task=None):
     """The table: the task's GLUE metrics first (in percent), then the binary extras.
     SST-2's and the generic task's table has stayed the same since the first release."""
     lines = [f"model: {model_dir}", f"data:  {data_path} ({metrics['examples']} examples)"]
-    if task is not None and task.name not in ("sst2", "cls"):
+    if task is not None and task.name not in ("sst2", "sentence_label"):
         lines.append(f"task:  {task.name}")
     lines.append("")
     order = (task.metrics if task is not None else ()) + REPORTED
@@ -342,18 +342,22 @@ def warn_if_trained_on_another_task(model_dir, task, data_path):
     gives numbers that mean little: say so on stderr, naming both tasks. The model's task is
     what train.py recorded (training_settings.json's "task", or an older folder's
     train_metrics.json's); nothing is said when it is unknown.
-    ``cls`` (any other sentence<TAB>label file) names no task, so it goes with any
-    single-sentence classifier (an SST-2 model on your own reviews), both ways."""
+    ``sentence_label`` (any other sentence<TAB>label file; ``cls`` in older records) names no
+    task, so it goes with any single-sentence classifier (an SST-2 model on your own reviews), both ways."""
+    from albert_min.tasks import task_name
     from albert_min.tasks.glue import reading as glue_reading
     from albert_min.model.folder import training_settings
     try:
         trained_on = training_settings(model_dir).get("task") or training_record(model_dir).get("task")
     except ValueError:     # a broken settings file is reported where the length is read
         return
-    if not isinstance(trained_on, str) or trained_on == task.name:
+    if not isinstance(trained_on, str):
+        return
+    trained_on = task_name(trained_on)   # an older record's cls
+    if trained_on == task.name:
         return
     single_sentence = {name for name, t in glue_reading.TASKS.items() if not t.is_pair and not t.is_regression}
-    if "cls" in (trained_on, task.name) and {trained_on, task.name} <= single_sentence:
+    if "sentence_label" in (trained_on, task.name) and {trained_on, task.name} <= single_sentence:
         return
 
     def shape(name):

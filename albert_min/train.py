@@ -3,7 +3,7 @@ with MLM + SOP on raw text.
 
 Fine-tuning, from scratch or from a converted checkpoint, on a GLUE task's files
 in their official layout (--task sst2 cola mrpc stsb qqp mnli qnli rte wnli,
-else inferred from the folder name, else `cls`: a sentence<TAB>label TSV), or on
+else inferred from the folder name, else `sentence_label`: a sentence<TAB>label TSV), or on
 SQuAD's JSON, RACE's folders or CoNLL-2003's files (--task squad squad_v2 race
 conll, else inferred from a .json, a folder holding middle/ or high/, an eng.* file;
 docs/tasks.md):
@@ -48,22 +48,23 @@ from albert_min import arguments as num  # noqa: E402
 from albert_min.common.device import add_device_flag  # noqa: E402
 from albert_min.common.errors import AlbertMinError, os_error_text  # noqa: E402
 from albert_min.training.run_config import ResumeError, RunConfig, flag_name, from_flat  # noqa: E402
-from albert_min.tasks import REGISTRY, TASK_NAMES, get_task, infer_task  # noqa: E402
+from albert_min.tasks import REGISTRY, TASK_ALIASES, TASK_NAMES, get_task, infer_task, task_name  # noqa: E402
 from albert_min.training.config import (AMP_DTYPES, AMP_LEVELS, OPTIMIZERS, REPORT_TO, WEIGHTS_FORMATS,  # noqa: E402
                                         TrainingConfig, needs_loss_scale)
 
 SIZE_FLAGS = ("embedding_size", "hidden_size", "layers", "heads", "intermediate_size", "sharing")
-PRETRAINING = tuple(name for name, (module, _, _) in REGISTRY.items() if module == "pretraining")
+PRETRAINING = tuple(name for name, (module, _, _) in REGISTRY.items() if module == "pretraining.task")
 
 
 def build_parser(parser_class=argparse.ArgumentParser):
     run, cfg = RunConfig, TrainingConfig   # the defaults below are the dataclasses' own
     p = parser_class(prog=num.command_name("albert_min.train"), description=__doc__.split("\n\n")[0],
                      formatter_class=num.DefaultsHelp)
-    p.add_argument("--task", choices=TASK_NAMES, metavar="TASK",
-                   help=f"one of {', '.join(TASK_NAMES)}: a GLUE task, cls (any sentence<TAB>label TSV), "
+    p.add_argument("--task", type=task_name, choices=TASK_NAMES, metavar="TASK",
+                   help=f"one of {', '.join(TASK_NAMES)}: a GLUE task, sentence_label (any sentence<TAB>label TSV; "
+                        f"{', '.join(TASK_ALIASES)} still names it), "
                         "squad / squad_v2, race or conll (default: from --train: a SQuAD .json, a RACE folder, a "
-                        "CoNLL eng.* file, a GLUE folder's name, else cls); or pre-train with sop: MLM+SOP, "
+                        "CoNLL eng.* file, a GLUE folder's name, else sentence_label); or pre-train with sop: MLM+SOP, "
                         "nsp: MLM+NSP, mlm: MLM only")
     p.add_argument("--train", help="training data in the task's official layout: a GLUE TSV, a SQuAD .json "
                                    "(FILE.json:FIRST-LAST: its articles FIRST to LAST), a RACE split or level "
@@ -227,6 +228,8 @@ def resumed_settings(settings, given):
     p = build_parser(_SavedSettingsParser)
     p.source = path
     check_settings(p, p.parse_args(settings_argv(saved) + ["--resume"]))   # a hand-edited setting: named here
+    if isinstance(saved.get("task"), str):
+        saved = {**saved, "task": task_name(saved["task"])}   # a run saved as --task cls resumes as sentence_label
     flat = settings_for_resume(saved, given, path)
     resumed = check_settings(p, p.parse_args(settings_argv(flat) + ["--resume"]))
     check_inputs_unchanged(inputs, path, resumed)
@@ -241,7 +244,7 @@ def check_settings(p, args):
     task_known = args.task is not None or not args.resume
     task_given = args.task is not None
     if args.task is None:
-        args.task = infer_task(args.train) if args.train else "cls"
+        args.task = infer_task(args.train) if args.train else "sentence_label"
     pretraining = args.task in PRETRAINING
     if args.max_length is None:
         args.max_length = default_max_length(p, args)

@@ -498,7 +498,7 @@ def issue_44_glue_files(add, train):
     add("44.3d", "evaluate SST-2: a NUL byte in line 4", ["evaluate.py", "--model", SST2_SMALL, "--data", nul,
         "--quiet"], names=[f"{nul}:4: a NUL byte"])
     cr_only = write(p("44.3e", "mine", "dev.tsv"), "\r".join(["sentence\tlabel", "good\t1", "bad\t0"]) + "\r")
-    add("44.3e", "evaluate the generic cls task: lines that end with CR alone", ["evaluate.py", "--model", SST2_SMALL,
+    add("44.3e", "evaluate the generic sentence_label task (once cls): lines that end with CR alone", ["evaluate.py", "--model", SST2_SMALL,
         "--data", cr_only, "--quiet"], names=[f"{cr_only}:1: a carriage return (CR)"])
 
 

@@ -35,17 +35,27 @@ from .errors import DataError
 # name -> (module of this package, class, constructor arguments)
 REGISTRY = {
     **{name: ("glue.task", "GlueTask", (name,)) for name in
-       ("cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli", "cls")},
+       ("cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli", "sentence_label")},
     **{name: ("pretraining.task", "PretrainingTask", (name,)) for name in ("sop", "nsp", "mlm")},
     **{name: ("squad.task", "SquadTask", (name,)) for name in ("squad", "squad_v2")},
     "race": ("race.task", "RaceTask", ("race",)),
     "conll": ("conll.task", "ConllTask", ("conll",)),
 }
 TASK_NAMES = tuple(REGISTRY)
+# Older names a command line or a model folder's record may hold: name -> its name now. ``cls``
+# (albert_min's generic sentence<TAB>label TSV) read as the [CLS] piece.
+TASK_ALIASES = {"cls": "sentence_label"}
+
+
+def task_name(name: str) -> str:
+    """``name`` as ``REGISTRY`` spells it (an alias: its name now; anything else unchanged)."""
+    return TASK_ALIASES.get(name, name)
 
 
 def get_task(name: str, **options) -> Task:
-    """The task ``name`` (``options``: its own settings, e.g. ``mask_prob`` for pre-training)."""
+    """The task ``name`` (``options``: its own settings, e.g. ``mask_prob`` for pre-training);
+    an alias (``TASK_ALIASES``) gives the task of its name now."""
+    name = task_name(name)
     if name not in REGISTRY:
         raise DataError(f"unknown task {name!r}; choose from {', '.join(TASK_NAMES)}")
     import importlib
@@ -56,13 +66,13 @@ def get_task(name: str, **options) -> Task:
 def infer_task(path: str) -> str:
     """The task of a data file: a SQuAD ``.json`` (optionally ``FILE.json:FIRST-LAST``) -> squad,
     a folder holding RACE's ``middle/`` or ``high/`` (or one of them) -> race, a CoNLL-2003
-    ``eng.*`` file -> conll, a GLUE folder by its name (``glue/RTE/dev.tsv`` -> rte); ``cls``
+    ``eng.*`` file -> conll, a GLUE folder by its name (``glue/RTE/dev.tsv`` -> rte); ``sentence_label``
     (albert_min's generic sentence<TAB>label TSV) for anything else."""
     import os
     from .glue.reading import infer_task as infer_glue_task
     from .squad.task import article_range
     if not path:
-        return "cls"
+        return "sentence_label"
     if article_range(path)[0].endswith(".json"):
         return "squad"
     if os.path.isdir(path) and (os.path.basename(os.path.normpath(path)) in ("middle", "high")
@@ -73,4 +83,4 @@ def infer_task(path: str) -> str:
     return infer_glue_task(path)
 
 
-__all__ = ["REGISTRY", "TASK_NAMES", "Prepared", "Task", "get_task", "infer_task"]
+__all__ = ["REGISTRY", "TASK_ALIASES", "TASK_NAMES", "Prepared", "Task", "get_task", "infer_task", "task_name"]

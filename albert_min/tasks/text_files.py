@@ -66,7 +66,7 @@ def text_lines(path):
 
 def tsv_lines(path):
     """Yield ``(line number, line without its end-of-line)`` of a TSV file: the one way every
-    TSV task (GLUE's and the generic ``cls``) reads its file, through ``tsv_rows``.
+    TSV task (GLUE's and the generic ``sentence_label``) reads its file, through ``tsv_rows``.
 
     UTF-8, a byte-order mark at the start skipped (``text_lines``). A line ends at LF or CR LF
     (GLUE's files end lines with LF; Windows tools with CR LF). A carriage return anywhere else

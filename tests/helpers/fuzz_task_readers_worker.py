@@ -9,7 +9,7 @@ file (or the RACE folder). Inputs are byte mutations of valid files and files bu
 values (lone surrogates, zero-width and combining characters, blank and misplaced answers,
 nasty integers, deep nesting, a byte-order mark). Every accepted input then goes the whole way:
 windows or option rows, training labels and batches, the official metric on made-up logits,
-and the prediction file, read back. GLUE TSV files (SST-2, STS-B, MRPC, CoLA and the generic cls
+and the prediction file, read back. GLUE TSV files (SST-2, STS-B, MRPC, CoLA and the generic sentence_label
 layout) are also mutated where TSV readers break: a byte that is not UTF-8, a NUL, a lone carriage
 return, lines that end with CR alone, CR LF line ends and a byte-order mark; each of those must
 give exactly the error line (or the examples) the reader's rules say.
@@ -199,7 +199,7 @@ def fresh_race_folder():
 
 
 # ------------------------------------------------------------------ GLUE TSV
-GLUE_TASKS = ["sst2", "stsb", "mrpc", "cola", "cls"]
+GLUE_TASKS = ["sst2", "stsb", "mrpc", "cola", "sentence_label"]
 
 
 def glue_must_be_clean(path, name):

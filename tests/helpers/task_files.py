@@ -23,7 +23,7 @@ GLUE_FILES = {
     "cola": ("CoLA", ["gj04\t1\t\tFine.", "gj04\t0\t*\tFine not.", "gj04\t1\t\tGood."]),
     "rte": ("RTE", ["index\tsentence1\tsentence2\tlabel", "0\tA man.\tA person.\tentailment",
                     "1\tA b.\tC d.\tnot_entailment", "2\tE.\tF.\tentailment"]),
-    "cls": ("mine", ["sentence\tlabel", "good\t1", "bad\t0", "fine\t1"]),
+    "sentence_label": ("mine", ["sentence\tlabel", "good\t1", "bad\t0", "fine\t1"]),
 }
 
 

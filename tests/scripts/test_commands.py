@@ -168,7 +168,7 @@ def test_help_says_each_default_and_what_force_does():
                        ("--max-minutes", "(default: no limit)"), ("--eval-every", "(default: after every epoch only)"),
                        ("--save-every", "(default: after every epoch only)"),
                        ("--force", "a folder albert_min did not write is refused, with or without --force"),
-                       ("--task", "cls (any sentence<TAB>label TSV)")]:
+                       ("--task", "sentence_label (any sentence<TAB>label TSV; cls still names it)")]:
         assert says in flag_help(parser, flag), flag
     convert = " ".join(subprocess.run([sys.executable, "-m", "albert_min.convert", "--help"], cwd=ROOT,
                                       capture_output=True, text=True, timeout=300).stdout.split())
@@ -182,7 +182,7 @@ def test_no_task_and_no_train_error_names_train(capsys):
         train.parse_args(["--output", "o"])
     err = capsys.readouterr().err
     assert "error: --train is needed: the data to fine-tune on (or pre-train: --task sop --text FILE)" in err
-    assert "cls" not in err.splitlines()[-1]
+    assert "sentence_label" not in err.splitlines()[-1]
 
 
 def test_a_checkpoint_not_converted_says_how_to_convert_it(tmp_path):
@@ -212,7 +212,7 @@ def test_a_comma_separated_file_is_told_to_be_tab_separated(tmp_path):
     csv.write_text("sentence,label\na gorgeous film,1\n")
     with pytest.raises(DataError, match=r"reviews\.csv:1: .*the file must be tab-separated \(a TSV\), and this one "
                                         r"has commas instead$"):
-        get_task("cls").read(str(csv))
+        get_task("sentence_label").read(str(csv))
 
 
 def test_an_undefined_dev_metric_is_shown_as_undefined_not_as_minus_one():

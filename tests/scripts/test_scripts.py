@@ -190,7 +190,7 @@ def test_converted_public_checkpoint_goes_through_evaluate_unchanged(tmp_path):
     from albert_min.tasks.glue.reading import TASKS, read_examples
     from albert_min.model.heads import AlbertForSequenceClassification
     from tokenizer import AlbertTokenizer
-    examples = read_examples(os.path.join(source, "dev64.tsv"), TASKS["cls"])
+    examples = read_examples(os.path.join(source, "dev64.tsv"), TASKS["sentence_label"])
     logits, _ = predict_logits(AlbertForSequenceClassification.from_pretrained(converted),
                                AlbertTokenizer.from_pretrained(converted), examples.texts,
                                max_length=training_max_length(converted), progress=False)

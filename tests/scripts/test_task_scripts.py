@@ -113,7 +113,7 @@ def test_resume_refuses_a_changed_squad_flag_by_name(squad_run, tmp_path):
 
 
 @pytest.mark.parametrize("flags, message", [
-    (["--doc-stride", "32"], "--doc-stride is for SQuAD (--task squad or squad_v2), not --task cls"),
+    (["--doc-stride", "32"], "--doc-stride is for SQuAD (--task squad or squad_v2), not --task sentence_label"),
     (["--task", "conll", "--null-score-diff-threshold", "1"],
      "--null-score-diff-threshold is for SQuAD (--task squad or squad_v2), not --task conll"),
     (["--task", "squad", "--max-length", "64"],

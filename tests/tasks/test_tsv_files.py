@@ -79,10 +79,10 @@ def test_a_file_whose_lines_end_with_cr_alone_is_refused_at_line_1(task, tmp_pat
 
 
 def test_the_layout_error_shows_the_header_as_read(tmp_path):
-    path = write(tmp_path, "cls", lines=["sentence\tlabel\u00a0", "good\t1"])   # a no-break space after label
+    path = write(tmp_path, "sentence_label", lines=["sentence\tlabel\u00a0", "good\t1"])   # a no-break space after label
     with pytest.raises(DataError) as err:
-        read(path, "cls")
-    assert str(err.value) == (f"{path}:1: does not match task cls's layout (columns sentence, label); its header is "
+        read(path, "sentence_label")
+    assert str(err.value) == (f"{path}:1: does not match task sentence_label's layout (columns sentence, label); its header is "
                               "['sentence', 'label\\xa0']")
     rte = write(tmp_path, "rte")
     with pytest.raises(DataError, match=r"its header is \['index', 'sentence1', 'sentence2', 'label'\]; its folder "
@@ -91,17 +91,17 @@ def test_the_layout_error_shows_the_header_as_read(tmp_path):
 
 
 def test_read_tsv_for_tokenizer_text_reads_as_the_tasks_do(tmp_path):
-    path = write(tmp_path, "cls", end=b"\r\n", bom=True)
+    path = write(tmp_path, "sentence_label", end=b"\r\n", bom=True)
     assert read_tsv(path) == (["good", "bad", "fine"], [1, 0, 1])
     with pytest.raises(DataError, match=":3: a NUL byte"):
-        read_tsv(write(tmp_path, "cls", edit=at_line(3, b"\x00")), require_labels=False)
+        read_tsv(write(tmp_path, "sentence_label", edit=at_line(3, b"\x00")), require_labels=False)
 
 
 @pytest.mark.parametrize("task, lines, message", [
     ("sst2", [], ":1: header [] has no 'sentence' column; is this a SST-2 file? (pass --task to choose the layout)"),
     ("cola", [], ": no examples"),
-    ("cls", [], ":1: header [] has no 'sentence' column"), ("sst2", ["sentence\tlabel", ""], ": no examples"),
-    ("cls", ["sentence\tlabel", " "], ": no examples after the header")])
+    ("sentence_label", [], ":1: header [] has no 'sentence' column"), ("sst2", ["sentence\tlabel", ""], ": no examples"),
+    ("sentence_label", ["sentence\tlabel", " "], ": no examples after the header")])
 def test_empty_and_header_only_files(task, lines, message, tmp_path):
     path = write(tmp_path, task, lines=lines)
     with pytest.raises(DataError) as err:

@@ -157,7 +157,7 @@ def test_hostile_model_folder_json_is_one_error_line(saved, tmp_path, name, cont
 def test_settings_are_stored_as_settings_and_old_folders_still_read(saved, tmp_path):
     out = copy_run(saved, tmp_path)
     with open(os.path.join(out, "training_settings.json")) as f:
-        assert json.load(f) == {"task": "cls", "max_length": 24}
+        assert json.load(f) == {"task": "sentence_label", "max_length": 24}
     with open(os.path.join(out, "train_metrics.json")) as f:
         assert "max_length" not in json.load(f)
     from albert_min.model.folder import training_max_length

@@ -15,7 +15,7 @@ reports for it:
 | qnli  | question, sentence         | entailment / not_entailment             | accuracy            |
 | rte   | sentence1, sentence2       | entailment / not_entailment             | accuracy            |
 | wnli  | sentence1, sentence2       | 0 / 1                                   | accuracy            |
-| cls   | sentence                   | integers 0..K-1 (albert_min's own)      | accuracy            |
+| sentence_label | sentence          | integers 0..K-1 (albert_min's own)      | accuracy            |
 
 Label ids follow the order of the GLUE processors of Google's
 ``run_classifier.py`` and Hugging Face (``label_names`` below). Columns are
@@ -42,7 +42,7 @@ class Task:
     folder: str                          # the GLUE release's folder name, e.g. "STS-B"
     text_columns: tuple                  # header names of the one or two text columns
     label_column: Optional[str]          # header name of the label; None for cola (positional)
-    label_names: Optional[tuple]         # label strings in id order; None: regression (stsb) or integers (cls)
+    label_names: Optional[tuple]         # label strings in id order; None: regression (stsb) or integers (sentence_label)
     metrics: tuple                       # GLUE's metrics; the first one picks the best model in train.py
     index_column: Optional[str] = "index"
     # Whether label 1 is a "positive" class whose precision, recall and F1 mean something (sst2:
@@ -60,7 +60,7 @@ class Task:
 
     @property
     def num_labels(self) -> Optional[int]:
-        """1 for regression, the label count, or None when the data decides (cls)."""
+        """1 for regression, the label count, or None when the data decides (sentence_label)."""
         return 1 if self.is_regression else (len(self.label_names) if self.label_names else None)
 
 
@@ -77,8 +77,8 @@ TASKS = {t.name: t for t in (
     Task("qnli", "QNLI", ("question", "sentence"), "label", _NLI2, ("accuracy",), positive_class=False),
     Task("rte", "RTE", ("sentence1", "sentence2"), "label", _NLI2, ("accuracy",), positive_class=False),
     Task("wnli", "WNLI", ("sentence1", "sentence2"), "label", _BINARY, ("accuracy",), positive_class=False),
-    # albert_min's generic single-sentence TSV: header sentence<TAB>label, integer labels.
-    Task("cls", "", ("sentence",), "label", None, ("accuracy",), index_column=None),
+    # albert_min's generic single-sentence TSV: header sentence<TAB>label, integer labels (once named cls).
+    Task("sentence_label", "", ("sentence",), "label", None, ("accuracy",), index_column=None),
 )}
 TASK_NAMES = tuple(TASKS)
 
@@ -94,9 +94,9 @@ def get_task(name: str) -> Task:
 
 def infer_task(path: str) -> str:
     """The task a data file belongs to, from its folder name (``glue/RTE/dev.tsv`` -> rte,
-    ``sst2/dev.tsv`` -> sst2); ``cls`` (generic sentence<TAB>label) for any other folder."""
+    ``sst2/dev.tsv`` -> sst2); ``sentence_label`` (generic sentence<TAB>label) for any other folder."""
     folder = os.path.basename(os.path.dirname(os.path.abspath(path)))
-    return _FOLDERS.get(folder.lower().replace("-", "").replace("_", ""), "cls")
+    return _FOLDERS.get(folder.lower().replace("-", "").replace("_", ""), "sentence_label")
 
 
 @dataclasses.dataclass
@@ -118,7 +118,7 @@ def read_examples(path: str, task: Task) -> Examples:
     """Read ``path`` in ``task``'s layout; every malformed row is a DataError naming ``path:line``.
     Every task reads its file through ``text_files.tsv_rows`` (UTF-8, a byte-order mark skipped, lines
     ending at LF or CR LF, no other CR and no NUL)."""
-    if task.name == "cls":
+    if task.name == "sentence_label":
         sentences, labels = read_tsv(path)
         return Examples(task, path, sentences, None, labels, [str(i) for i in range(len(sentences))])
     if task.name == "cola":

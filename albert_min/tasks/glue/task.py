@@ -42,7 +42,7 @@ class GlueTask(Task):
         """A header that lacks the task's columns: say what the file looks like instead (its
         ``header`` as the reader read it)."""
         guessed = reading.infer_task(path)
-        looks = f"; its folder suggests --task {guessed}" if guessed not in ("cls", self.name) else ""
+        looks = f"; its folder suggests --task {guessed}" if guessed not in ("sentence_label", self.name) else ""
         comma_separated = len(header) == 1 and "," in header[0]
         looks += "; the file must be tab-separated (a TSV), and this one has commas instead" if comma_separated else ""
         return (f"{path}:1: does not match task {self.name}'s layout (columns "

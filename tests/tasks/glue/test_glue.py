@@ -162,7 +162,7 @@ def test_mrpc_header_with_and_without_byte_order_mark(tmp_path):
     ("cola", ["gj04\t1\tFine."], ":1: expected 4 tab-separated fields"),
     ("cola", ["sentence\tlabel", "fine\t1"], ":1: CoLA files have no header row"),
     ("mrpc", ["Quality\t#1 ID\t#2 ID\t#1 String\t#2 String", "yes\t1\t2\ta\tb"], ":2: label 'yes' is not one of"),
-    ("cls", ["sentence\tlabel", "good\t1", "bad\tx"], ":3: label 'x' is not an integer"),
+    ("sentence_label", ["sentence\tlabel", "good\t1", "bad\tx"], ":3: label 'x' is not an integer"),
 ])
 def test_malformed_rows_name_file_and_line(tmp_path, task, lines, message):
     path = write(tmp_path / "bad.tsv", lines)
@@ -177,8 +177,8 @@ def test_task_inferred_from_folder_name():
     assert glue_reading.infer_task("glue_data/SST-2/train.tsv") == "sst2"
     assert glue_reading.infer_task("glue_data/STS-B/dev.tsv") == "stsb"
     assert glue_reading.infer_task("glue_data/QQP/dev.tsv") == "qqp"
-    assert glue_reading.infer_task("/tmp/anything/train.tsv") == "cls"
-    assert glue_reading.infer_task("train.tsv") == "cls"
+    assert glue_reading.infer_task("/tmp/anything/train.tsv") == "sentence_label"
+    assert glue_reading.infer_task("train.tsv") == "sentence_label"
     with pytest.raises(DataError, match="unknown task 'foo'"):
         glue_reading.get_task("foo")
 
@@ -225,7 +225,7 @@ def test_each_task_reports_glues_metric():
     assert {name: t.metrics for name, t in TASKS.items()} == {
         "cola": ("matthews",), "sst2": ("accuracy",), "mrpc": ("f1", "accuracy"), "stsb": ("pearson", "spearman"),
         "qqp": ("f1", "accuracy"), "mnli": ("accuracy",), "qnli": ("accuracy",), "rte": ("accuracy",),
-        "wnli": ("accuracy",), "cls": ("accuracy",)}
+        "wnli": ("accuracy",), "sentence_label": ("accuracy",)}
     logits = np.array([[2.0, 1.0, 0.0], [0.0, 3.0, 1.0], [0.0, 0.0, 1.0]])
     assert glue_metric.evaluation_metrics(TASKS["mnli"], [0, 1, 0], logits) == {"accuracy": pytest.approx(2 / 3),
                                                                          "examples": 3}
@@ -442,8 +442,22 @@ def test_stsb_regression_train_then_evaluate(tmp_path, capsys):
 def test_train_task_flag_inference():
     import train
     assert train.parse_args(["--train", "glue/RTE/train.tsv", "--output", "o"]).task == "rte"
-    assert train.parse_args(["--train", "x/train.tsv", "--output", "o"]).task == "cls"
+    assert train.parse_args(["--train", "x/train.tsv", "--output", "o"]).task == "sentence_label"
     assert train.parse_args(["--train", "x/train.tsv", "--task", "mnli", "--output", "o"]).task == "mnli"
     assert train.parse_args(["--task", "sop", "--text", "c.txt", "--output", "o"]).task == "sop"
     with pytest.raises(SystemExit):
         train.parse_args(["--task", "stsb", "--output", "o"])   # needs --train
+
+
+def test_cls_still_names_the_generic_sentence_label_task():
+    """Issue 45: the generic sentence<TAB>label task is named sentence_label (cls read as the [CLS] piece);
+    cls, in users' commands and older model folders' records, still names it, and the help says the new name."""
+    import evaluate
+    import train
+    from albert_min.tasks import TASK_NAMES, get_task, task_name
+    assert task_name("cls") == "sentence_label" and get_task("cls").name == "sentence_label"
+    assert "cls" not in TASK_NAMES and "sentence_label" in TASK_NAMES
+    assert train.parse_args(["--task", "cls", "--train", "x/train.tsv", "--output", "o"]).task == "sentence_label"
+    assert evaluate.parse_args(["--task", "cls", "--model", "m"]).task == "sentence_label"
+    assert "sentence_label (any sentence<TAB>label TSV; cls still names it)" in " ".join(
+        evaluate.build_parser().format_help().split())
