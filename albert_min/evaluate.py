@@ -274,7 +274,8 @@ def evaluate_task(args, task):
         quantize_int8(model)
     task.check_model(model.config, examples, args.model)
     tokenizer = AlbertTokenizer.from_pretrained(args.model)
-    max_length = min(args.max_length or training_max_length(args.model, task.default_max_length),
+    # the length train.py used, else the task's own (GLUE has none: train.py's default 64 is for training; 128 here)
+    max_length = min(args.max_length or training_max_length(args.model, getattr(task, "default_max_length", 128)),
                      model.config.max_position_embeddings)
     # The cache is a CPU-only part: its key does not name the device, and it was checked on CPU alone.
     keep_graphs = applies_cpu_only_parts(args.device) and not args.no_compile_cache

@@ -24,7 +24,6 @@ class GlueTask(Task):
     """A task of the GLUE table in ``reading.TASKS`` (``spec``: its layout, labels and metrics)."""
     model_class = "AlbertForSequenceClassification"
     head_prefixes = ("classifier.",)
-    default_max_length = 128
     # it starts with the header, and its record beside it holds its sha256
     prediction_kind = FileKind(PREDICTIONS, starts_with(PREDICTIONS_HEADER.encode()), recorded=True)
 
