@@ -284,11 +284,12 @@ def evaluate(args):
 def load_classifier(model_dir, max_length=None):
     """(model, tokenizer, max_length) as evaluate.py predicts a GLUE file with them (benchmarks/speed.py
     times this too): the truncation length is ``max_length``, else what train.py used, within the
-    model's positions. On CPU its layers compute with the compiled kernels (``albert_min.model.kernels``)."""
+    model's positions. On CPU its layers compute with the compiled kernels (``kernels.accelerate``)."""
+    from albert_min.model import kernels
     from albert_min.model.folder import training_max_length
     from albert_min.model.heads import AlbertForSequenceClassification
     from tokenizer import AlbertTokenizer
-    model = AlbertForSequenceClassification.from_pretrained(model_dir)
+    model = kernels.accelerate(AlbertForSequenceClassification.from_pretrained(model_dir))
     tokenizer = AlbertTokenizer.from_pretrained(model_dir)
     return model, tokenizer, min(max_length or training_max_length(model_dir), model.config.max_position_embeddings)
 
@@ -297,13 +298,13 @@ def evaluate_task(args, task):
     """SQuAD, RACE and CoNLL-2003: the task reads, predicts (streaming), scores with its official
     metric and writes its official prediction file (``albert_min/tasks/base.py``)."""
     import time
-    from albert_min.model import heads
+    from albert_min.model import heads, kernels
     from albert_min.model.folder import training_max_length
     from tokenizer import AlbertTokenizer
     if args.max_length is not None:
         check_max_length(args.max_length, args.model)
     examples = task.read(args.data)
-    model = getattr(heads, task.model_class).from_pretrained(args.model)
+    model = kernels.accelerate(getattr(heads, task.model_class).from_pretrained(args.model))
     model.set_train(False)
     if args.int8:
         from albert_min.model.kernels import quantize_int8
