@@ -169,7 +169,9 @@ def test_a_sub_block_shared_across_loops_is_one_quantized_cell(int8_library):
 
 @pytest.mark.parametrize("folder", [SST2_SMALL, TINY])
 def test_int8_logits_follow_float32(int8_library, folder):
-    model = AlbertForSequenceClassification.from_pretrained(folder)
+    # accelerated, as pipeline() and evaluate.py quantize it: the layers around the int8 Dense compute alike
+    # in PyNative and in a graph, so that each row's activations quantize to the same int8 in both
+    model = kernels.accelerate(AlbertForSequenceClassification.from_pretrained(folder))
     model.set_train(False)
     inputs = random_ids(np.random.default_rng(3), 48, 40, model.config.vocab_size)
     reference = model(*inputs).asnumpy()
