@@ -237,11 +237,12 @@ def evaluate(args):
 def load_classifier(model_dir, max_length=None):
     """(model, tokenizer, max_length) as evaluate.py predicts a GLUE file with them (benchmarks/speed.py
     times this too): the truncation length is ``max_length``, else what train.py used, within the
-    model's positions. On CPU its layers compute with the compiled kernels (``albert_min.model.kernels``)."""
+    model's positions. On CPU its layers compute with the compiled kernels (``kernels.accelerate``)."""
+    from albert_min.model import kernels
     from albert_min.model.folder import training_max_length
     from albert_min.model.heads import AlbertForSequenceClassification
     from tokenizer import AlbertTokenizer
-    model = AlbertForSequenceClassification.from_pretrained(model_dir)
+    model = kernels.accelerate(AlbertForSequenceClassification.from_pretrained(model_dir))
     tokenizer = AlbertTokenizer.from_pretrained(model_dir)
     return model, tokenizer, min(max_length or training_max_length(model_dir), model.config.max_position_embeddings)
 
@@ -253,7 +254,7 @@ def evaluate_task(args, task):
     another task, and writes the predictions of a file without labels."""
     import time
     from albert_min.common.device import applies_cpu_only_parts, default_compile_cache
-    from albert_min.model import heads
+    from albert_min.model import heads, kernels
     from albert_min.model.folder import CheckpointError, training_max_length
     from albert_min.tasks.errors import DataError
     from albert_min.tasks.glue.task import GlueTask
@@ -267,7 +268,7 @@ def evaluate_task(args, task):
         warn_if_trained_on_another_task(args.model, task.spec, args.data)
         if unlabelled and not args.output:
             raise DataError(f"{args.data} has no labels to score; pass --output to write its predictions")
-    model = getattr(heads, task.model_class).from_pretrained(args.model)
+    model = kernels.accelerate(getattr(heads, task.model_class).from_pretrained(args.model))
     model.set_train(False)
     if args.int8:
         from albert_min.model.kernels import quantize_int8

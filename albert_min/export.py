@@ -184,17 +184,15 @@ def check_arguments(output, batch, seq):
 
 
 def load_model(model_dir, backbone):
-    """The model to export, built with MindSpore's own ops (``kernels.mindspore_ops``): the graph must
+    """The model to export, plain (MindSpore's own ops; never ``kernels.accelerate``d): the graph must
     run where albert_min's compiled kernels are not."""
-    from .model import kernels
     from .model.folder import CheckpointError
     from .model.modeling import AlbertModel
     from .model.heads import AlbertForSequenceClassification
     if not os.path.isdir(model_dir):
         raise FileNotFoundError(f"model folder not found: {model_dir}")
     try:
-        with kernels.mindspore_ops():
-            model = (AlbertModel if backbone else AlbertForSequenceClassification).from_pretrained(model_dir)
+        model = (AlbertModel if backbone else AlbertForSequenceClassification).from_pretrained(model_dir)
     except CheckpointError as err:
         no_head = not backbone and "no sequence-classification head" in str(err)
         raise CheckpointError(f"{err}; or export the backbone as it is with --backbone" if no_head else err) from None

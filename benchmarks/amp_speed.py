@@ -42,8 +42,8 @@ def build_step(variant, batch):
     from albert_min.training.step import linear_warmup_decay, make_optimizer, make_train_step
     _, level, use_kernels = variant
     os.environ["ALBERT_MIN_KERNELS"] = "on" if use_kernels else "off"
-    kernels._LIBRARY.clear()   # pylint: disable=protected-access  (the layers read the switch when built)
-    model = AlbertForSequenceClassification.from_pretrained(MODEL)
+    kernels._LIBRARY.clear()   # pylint: disable=protected-access  (accelerate reads the switch)
+    model = kernels.accelerate(AlbertForSequenceClassification.from_pretrained(MODEL))
     model.set_train(True)
     optimizer = make_optimizer(model, linear_warmup_decay(1e-5, 10000, 0.1), 0.01)
     network = mixed_precision_network(model, level, "float16")

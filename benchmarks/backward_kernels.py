@@ -3,8 +3,8 @@
     python3 benchmarks/backward_kernels.py            # sst2-small train step + single layers (about 1 min)
     python3 benchmarks/backward_kernels.py --base     # also the albert-base-v2 fine-tuning step (about 3 min more)
 
-Both implementations are built in the same process (the layers read
-ALBERT_MIN_KERNELS when they are built) from the same weights and inputs,
+Both implementations are built in the same process (``kernels.accelerate``
+reads ALBERT_MIN_KERNELS) from the same weights and inputs,
 and timed alternately, so both see the same machine load; ``uptime`` is
 printed before and after. Rows: a whole train step (forward, backward,
 clipping to norm 1, AdamW; weights/sst2-small's config at batch 64, seq 32,
@@ -46,7 +46,7 @@ def parse_args():
 
 @contextlib.contextmanager
 def kernels_switched(on):
-    """Layers built inside use the compiled kernels (on) or MindSpore's ops (off)."""
+    """Models accelerated inside (``kernels.accelerate``) use the compiled kernels (on) or stay plain (off)."""
     saved = os.environ.get("ALBERT_MIN_KERNELS")
     os.environ["ALBERT_MIN_KERNELS"] = "on" if on else "off"
     try:
@@ -77,9 +77,10 @@ def train_step(config, batch, seq, state=None):
     import mindspore as ms
     from mindspore import ops
     from encoder_throughput import make_inputs
+    from albert_min.model import kernels
     from albert_min.model.heads import AlbertForSequenceClassification
     from albert_min.training.step import linear_warmup_decay, make_optimizer, make_train_step
-    model = seeded(lambda: AlbertForSequenceClassification(config), state)
+    model = seeded(lambda: kernels.accelerate(AlbertForSequenceClassification(config)), state)
     model.set_train(True)
     optimizer = make_optimizer(model, linear_warmup_decay(2e-5, 1000, 0.1), 0.01)
 
@@ -95,11 +96,12 @@ def pretraining_step(config, batch, seq, state=None):
     """(zero-argument MLM + SOP train step on fixed random inputs, initial weights), as train.py --task sop."""
     import mindspore as ms
     from encoder_throughput import make_inputs
+    from albert_min.model import kernels
     from albert_min.model.heads import AlbertForPreTraining
     from albert_min.tasks.pretraining.features import MASK_PROB
     from albert_min.tasks.pretraining.loss import make_loss_fn
     from albert_min.training.step import linear_warmup_decay, make_optimizer, make_train_step
-    model = seeded(lambda: AlbertForPreTraining(config), state)
+    model = seeded(lambda: kernels.accelerate(AlbertForPreTraining(config)), state)
     model.set_train(True)
     optimizer = make_optimizer(model, linear_warmup_decay(1e-3, 1000, 0.02), 0.01)
     step = make_train_step(make_loss_fn(model, "sop"), optimizer, 1.0)
@@ -146,8 +148,18 @@ def cases(args):
     """(name, builder) pairs; builder(on, state) -> (call, state)."""
     from albert_min.model.config import AlbertConfig
     from albert_min.model import kernels
+    from albert_min.model.kernels.accelerate import KernelDense, KernelLayerNorm, OpCells
     from albert_min.model.kernels.layers import Activation
-    from albert_min.model.modeling import LayerNorm, dense, gelu_new
+    from albert_min.model.modeling import Dense, LayerNorm, gelu_new
+
+    def op_cells():                                     # the kernels' op cells, or MindSpore's where switched off
+        return OpCells(kernels.library())
+
+    def dense(n_in, n_out, config):
+        return KernelDense(Dense(n_in, n_out, config), op_cells().linear())
+
+    def layer_norm(dim, eps):
+        return KernelLayerNorm(LayerNorm(dim, eps), op_cells().layer_norm(eps))
 
     def as_cell(fn):                                    # MindSpore's path: the plain function
         return fn if isinstance(fn, Activation) else Activation(fn)
@@ -159,15 +171,15 @@ def cases(args):
                               (f"Dense {I}->{H} gradient, x [64, 32, {I}]", lambda: dense(I, H, small), (64, 32, I)),
                               (f"Dense {H}->{H} gradient, x [64, 32, {H}]", lambda: dense(H, H, small), (64, 32, H)),
                               (f"LayerNorm({H}) forward + gradient, x [64, 32, {H}]",
-                               lambda: LayerNorm(H, small.layer_norm_eps), (64, 32, H)),
-                              ("softmax gradient, x [64, 4, 32, 32]", kernels.softmax, (64, 4, 32, 32)),
+                               lambda: layer_norm(H, small.layer_norm_eps), (64, 32, H)),
+                              ("softmax gradient, x [64, 4, 32, 32]", lambda: op_cells().softmax(), (64, 4, 32, 32)),
 
                               (f"gelu_new gradient, x [64, 32, {I}]",
-                               lambda: as_cell(kernels.activation("gelu_new", gelu_new)), (64, 32, I))):
+                               lambda: as_cell(op_cells().gelu_new() or gelu_new), (64, 32, I))):
         rows.append((name, lambda state, make=make, shape=shape: layer_cell(make, shape, state)))
     for name, transpose_b in (("attention q k^T", True), ("attention probs v", False)):
         rows.append((f"{name} (training) + gradient, [64, 4, 32, 32]",
-                     lambda state, t=transpose_b: (matmul_gradients(kernels.batch_matmul(t), (64, 4, 32, 32)), {})))
+                     lambda state, t=transpose_b: (matmul_gradients(op_cells().batch_matmul(t), (64, 4, 32, 32)), {})))
     if args.base:
         base = AlbertConfig.preset("base")
         rows.append(("base fine-tuning step, batch 8, seq 128", lambda state: train_step(base, 8, 128, state)))

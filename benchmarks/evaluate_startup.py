@@ -114,6 +114,8 @@ def worker(variant, model_dir, data, cache, threads, logits_path, rows):
     model = AlbertForSequenceClassification(load_config(model_dir))   # as evaluate.py builds it
     lap("build")
     load_model_dir(model, model_dir)
+    from albert_min.model import kernels
+    kernels.accelerate(model)                                          # as evaluate.py runs it
     lap("load")
     tokenizer = AlbertTokenizer.from_pretrained(model_dir)
     lap("tokenizer")

@@ -3,7 +3,7 @@
     python3 benchmarks/forward_kernels.py             # SST-2 dev prediction + sst2-small encoder (about 2 min)
     python3 benchmarks/forward_kernels.py --base      # also the albert-base-v2 encoder, batch 32, seq 128
 
-Both models are built in one process (the layers read ALBERT_MIN_KERNELS when they are built) with
+Both models are built in one process (kernels.accelerate reads ALBERT_MIN_KERNELS) with
 the same weights, and timed alternately, so both see the same machine load; ``uptime`` is printed
 before and after. Rows: SST-2 dev predicted as evaluate.py predicts it (weights/sst2-small,
 ``prediction_engine.predict_logits``: one dynamic-shape graph, length-sorted batches of 64; the time of a
@@ -38,13 +38,14 @@ def parse_args():
 
 
 def build(cls, config, kernels_on, state=None):
-    """``cls(config)`` with the kernels on or off, its weights ``state`` when given."""
+    """``cls(config)`` with the kernels on (``kernels.accelerate``) or off (plain), its weights ``state`` when given."""
     import mindspore as ms
+    from albert_min.model import kernels
     saved = os.environ.get("ALBERT_MIN_KERNELS")
     os.environ["ALBERT_MIN_KERNELS"] = "on" if kernels_on else "off"
     try:
         ms.set_seed(0)
-        model = cls(config)
+        model = kernels.accelerate(cls(config))
     finally:
         if saved is None:
             del os.environ["ALBERT_MIN_KERNELS"]

@@ -47,7 +47,7 @@ def main():
     _, heldout_docs = pretraining_reading.split_documents(pretraining_reading.read_documents(args.text), 0.05, random.Random(42))
     ids = [[tokenizer.encode_ids(s) for s in d] for d in heldout_docs]
     heldout = pretraining_metric.HeldOut(ids, pretraining_features.PretrainingBatcher(tokenizer, 64), 64, 64, 42)
-    model = AlbertForPreTraining.from_pretrained(args.model)
+    model = kernels.accelerate(AlbertForPreTraining.from_pretrained(args.model))
     heldout.counts(model, progress=False)   # warm-up: first calls of each shape
     whole = timed(lambda: heldout.counts(model, progress=False))
     half = timed(lambda: heldout.counts(model, 0, 2, progress=False))

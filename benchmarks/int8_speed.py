@@ -55,9 +55,9 @@ def main():
     config = AlbertConfig.preset(args.config)
     config.num_labels = 2
     ms.set_seed(0)
-    plain = AlbertForSequenceClassification(config)
+    plain = kernels.accelerate(AlbertForSequenceClassification(config))   # float32: the compiled kernels
     plain.set_train(False)
-    quantized = AlbertForSequenceClassification(config)
+    quantized = kernels.accelerate(AlbertForSequenceClassification(config))
     for source, target in zip(plain.get_parameters(), quantized.get_parameters()):
         target.set_data(source.data.copy())
     report = kernels.quantize_int8(quantized)

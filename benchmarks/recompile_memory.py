@@ -41,7 +41,8 @@ def one_mode(mode, rounds):
     use_device("CPU")
     config = load_config(os.path.join(ROOT, "weights", "sst2-small"))
     config.hidden_dropout_prob = config.attention_probs_dropout_prob = config.classifier_dropout_prob = 0.1
-    model = AlbertForSequenceClassification(config)
+    from albert_min.model import kernels
+    model = kernels.accelerate(AlbertForSequenceClassification(config))   # as the Trainer runs it
     model.set_train(True)
     optimizer = make_optimizer(model, linear_warmup_decay(1e-4, 100, 0.1), 0.01)
 

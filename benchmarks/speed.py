@@ -166,7 +166,8 @@ def evaluate_rows(args, rows):
     from albert_min.tasks.text_files import read_tsv
     from albert_min.model.heads import AlbertForSequenceClassification
     from tokenizer import AlbertTokenizer
-    ours_model = AlbertForSequenceClassification.from_pretrained(MODEL)
+    from albert_min.model import kernels
+    ours_model = kernels.accelerate(AlbertForSequenceClassification.from_pretrained(MODEL))   # as evaluate.py
     tokenizer = AlbertTokenizer.from_pretrained(MODEL)
     sentences, labels = read_tsv(DEV)
     encoded = encode_single_sentences(tokenizer, sentences, 64)
@@ -227,7 +228,8 @@ def step_pair(config, batch, seq, train):
     from mindspore import ops
     inputs = make_inputs(config, batch, seq, seed=1 if train else 0)
     ms.set_seed(0)
-    ours = (AlbertForSequenceClassification if train else AlbertModel)(config)
+    from albert_min.model import kernels
+    ours = kernels.accelerate((AlbertForSequenceClassification if train else AlbertModel)(config))   # as run
     ref, _ = reference_model(config, transformers.AlbertForSequenceClassification if train else None)
     state = {p.name: torch.from_numpy(p.asnumpy().copy()) for p in ours.get_parameters()}
     ref.load_state_dict(state, strict=False)

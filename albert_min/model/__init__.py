@@ -4,7 +4,8 @@
 - ``modeling``: the backbone, top to bottom: embeddings, attention, the shared layer looped L times,
   the encoder, the pooler;
 - ``heads``: the task models on the backbone (pre-training, classification, QA, tagging, choice);
-- ``kernels``: the compiled CPU kernels for the train step's backward pass;
+- ``kernels``: the compiled CPU kernels, and ``kernels.accelerate(model)``, the step that swaps them into a
+  built model (``modeling`` and ``heads`` compute with MindSpore's ops and import no kernels; README.md);
 - ``folder``: the model folder (``config.json`` + ``model.ckpt`` or ``model.safetensors`` +
   ``spiece.model``), read by ``from_pretrained``, which is why it sits in this layer.
 

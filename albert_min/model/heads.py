@@ -17,9 +17,8 @@ import mindspore as ms
 from mindspore import nn, ops, Parameter
 from mindspore.common.initializer import initializer
 
-from . import kernels
 from .config import AlbertConfig
-from .modeling import ACT2FN, AlbertModel, LayerNorm, PreTrainedMixin, dense
+from .modeling import ACT2FN, AlbertModel, Dense, LayerNorm, PreTrainedMixin
 
 
 # ---------------------------------------------------------------------- heads
@@ -32,15 +31,19 @@ class AlbertMLMHead(nn.Cell):
 
     def __init__(self, config: AlbertConfig):
         super().__init__()
-        self.dense = dense(config.hidden_size, config.embedding_size, config)
-        self.activation = kernels.activation(config.hidden_act, ACT2FN[config.hidden_act])
+        self.dense = Dense(config.hidden_size, config.embedding_size, config)
+        self.activation = ACT2FN[config.hidden_act]
         self.LayerNorm = LayerNorm(config.embedding_size, config.layer_norm_eps)
         self.bias = Parameter(initializer("zeros", (config.vocab_size,), ms.float32), name="bias")
-        self.decoder = kernels.linear()          # x W^T + b, as a Dense layer with the tied table as W
+        # the decoder: x W^T + b, as a Dense layer computes it, with the tied table [V, E] as W
+        self.matmul = ops.MatMul(transpose_b=True)
+        self.bias_add = ops.BiasAdd()
 
     def construct(self, sequence_output, word_embeddings):
-        x = self.LayerNorm(self.activation(self.dense(sequence_output)))
-        return self.decoder(x, word_embeddings, self.bias)
+        x = self.LayerNorm(self.activation(self.dense(sequence_output)))           # [B, S, E]
+        x_shape = x.shape
+        logits = self.bias_add(self.matmul(x.reshape(-1, x_shape[-1]), word_embeddings), self.bias)  # [B*S, V]
+        return logits.reshape(x_shape[:-1] + (word_embeddings.shape[0],))
 
 
 class AlbertSOPHead(nn.Cell):
@@ -49,8 +52,8 @@ class AlbertSOPHead(nn.Cell):
 
     def __init__(self, config: AlbertConfig):
         super().__init__()
-        self.dropout = kernels.dropout(config.classifier_dropout_prob)
-        self.classifier = dense(config.hidden_size, 2, config)
+        self.dropout = nn.Dropout(p=config.classifier_dropout_prob)
+        self.classifier = Dense(config.hidden_size, 2, config)
 
     def construct(self, pooled_output):
         return self.classifier(self.dropout(pooled_output))
@@ -85,8 +88,8 @@ class AlbertForSequenceClassification(PreTrainedMixin, nn.Cell):
         super().__init__()
         self.config = config
         self.albert = AlbertModel(config)
-        self.dropout = kernels.dropout(config.classifier_dropout_prob)
-        self.classifier = dense(config.hidden_size, config.num_labels, config)
+        self.dropout = nn.Dropout(p=config.classifier_dropout_prob)
+        self.classifier = Dense(config.hidden_size, config.num_labels, config)
 
     def construct(self, input_ids, token_type_ids=None, attention_mask=None):
         pooled_output = self.albert(input_ids, token_type_ids, attention_mask)[1]
@@ -121,7 +124,7 @@ class AlbertForQuestionAnswering(PreTrainedMixin, nn.Cell):
         super().__init__()
         self.config = config
         self.albert = AlbertModel(config, with_pooler=False)
-        self.qa_outputs = dense(config.hidden_size, 2, config)
+        self.qa_outputs = Dense(config.hidden_size, 2, config)
 
     def construct(self, input_ids, token_type_ids=None, attention_mask=None):
         sequence_output = self.albert.hidden_states(input_ids, token_type_ids, attention_mask)[-1]
@@ -139,8 +142,8 @@ class AlbertForTokenClassification(PreTrainedMixin, nn.Cell):
         super().__init__()
         self.config = config
         self.albert = AlbertModel(config, with_pooler=False)
-        self.dropout = kernels.dropout(config.classifier_dropout_prob)
-        self.classifier = dense(config.hidden_size, config.num_labels, config)
+        self.dropout = nn.Dropout(p=config.classifier_dropout_prob)
+        self.classifier = Dense(config.hidden_size, config.num_labels, config)
 
     def construct(self, input_ids, token_type_ids=None, attention_mask=None):
         sequence_output = self.albert.hidden_states(input_ids, token_type_ids, attention_mask)[-1]
@@ -160,8 +163,8 @@ class AlbertForMultipleChoice(PreTrainedMixin, nn.Cell):
         super().__init__()
         self.config = config
         self.albert = AlbertModel(config)
-        self.dropout = kernels.dropout(config.classifier_dropout_prob)
-        self.classifier = dense(config.hidden_size, 1, config)
+        self.dropout = nn.Dropout(p=config.classifier_dropout_prob)
+        self.classifier = Dense(config.hidden_size, 1, config)
 
     def construct(self, input_ids, token_type_ids=None, attention_mask=None):
         B, C, S = input_ids.shape

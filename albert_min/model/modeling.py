@@ -18,7 +18,9 @@ word_embeddings.weight`` ...), so the converter maps HF checkpoints almost
 one to one and Dense weights keep PyTorch's ``[out, in]`` layout.
 
 This file is the backbone, ``AlbertModel``; the heads on it (MLM, SOP, classification, QA,
-tagging, multiple choice) are ``heads.py``.
+tagging, multiple choice) are ``heads.py``. Every layer computes with MindSpore's own ops, written
+out here; a speed step (compiled C++ for the CPU, int8) takes a built model and swaps its cells
+(``albert_min/model/README.md``: where each layer is, and who swaps what).
 
 Layer: ``albert_min.model``, above ``common`` (the layers: ``albert_min/__init__.py``).
 """
@@ -31,7 +33,6 @@ import mindspore as ms
 from mindspore import nn, ops, Parameter
 from mindspore.common.initializer import initializer, TruncatedNormal
 
-from . import kernels
 from .folder import BACKBONE_PREFIX, CheckpointError, folder_tokenizer, load_model_dir
 from ..common.other_checkpoints import unconverted_checkpoint
 from .config import AlbertConfig, load_config
@@ -44,7 +45,7 @@ def tanh(x):
     MindSpore's CPU tanh kernel is a fast approximation off by up to 1e-4,
     which alone would break agreement with the reference at 1e-5. expm1 keeps
     the small-|x| end exact and e^-2|x| cannot overflow. Used once per
-    sentence (the pooler), so its five kernels cost nothing that matters.
+    sentence (the pooler), so its five ops cost nothing that matters.
     """
     e = ops.expm1(-2.0 * ops.abs(x))
     return ops.sign(x) * (-e / (e + 2.0))
@@ -73,21 +74,18 @@ ACT2FN = {"gelu": gelu, "gelu_new": gelu_new, "relu": ops.relu, "tanh": tanh}
 
 # --------------------------------------------------------- small building blocks
 class Dense(nn.Dense):
-    """``nn.Dense``: x W^T + b, weight ``[out, in]``. ``kernels.linear`` picks how it runs
-    (its gradient from compiled kernels when they are built)."""
+    """x W^T + b over the last axis: ``[..., in]`` -> ``[..., out]``, weight ``[out, in]`` (PyTorch's
+    layout), initialised as in the reference (truncated normal, zero bias)."""
 
     def __init__(self, in_features, out_features, config):
         super().__init__(in_features, out_features,
                          weight_init=TruncatedNormal(config.initializer_range), bias_init="zeros")
-        self.linear = kernels.linear()
 
     def construct(self, x):
-        return self.linear(x, self.weight, self.bias)
-
-
-def dense(in_features, out_features, config):
-    """A Linear layer, weight ``[out, in]``, initialised as in the reference."""
-    return Dense(in_features, out_features, config)
+        x_shape = x.shape
+        rows = x.reshape(-1, x_shape[-1])                                    # [rows, in]
+        y = self.bias_add(self.matmul(rows, self.weight), self.bias)         # x W^T + b: [rows, out]
+        return y.reshape(x_shape[:-1] + (self.out_channels,))
 
 
 class Embedding(nn.Cell):
@@ -112,20 +110,20 @@ class LayerNorm(nn.Cell):
     (x - mean) / sqrt(var + eps) * weight + bias, with the biased variance like
     the reference. MindSpore's fused LayerNorm primitive computes exactly that
     (to float32 rounding, and 13% faster for the whole base encoder than the
-    formula written out); ``mint.nn.LayerNorm`` has no CPU kernel.
-    ``kernels.layer_norm`` picks how it runs (its gradient from compiled kernels
-    when they are built). The parameters are named ``weight``/``bias`` as in
-    every checkpoint format.
+    formula written out); ``mint.nn.LayerNorm`` has no CPU version. The
+    parameters are named ``weight``/``bias`` as in every checkpoint format.
     """
 
     def __init__(self, dim, eps):
         super().__init__()
+        self.eps = eps
         self.weight = Parameter(initializer("ones", (dim,), ms.float32), name="weight")
         self.bias = Parameter(initializer("zeros", (dim,), ms.float32), name="bias")
-        self.normalize = kernels.layer_norm(eps)
+        self.layer_norm = ops.LayerNorm(begin_norm_axis=-1, begin_params_axis=-1, epsilon=eps)
 
     def construct(self, x):
-        return self.normalize(x, self.weight, self.bias)
+        normalized, _, _ = self.layer_norm(x, self.weight, self.bias)       # and the mean and 1/std, unused
+        return normalized
 
 
 # ------------------------------------------------------------------ embeddings
@@ -143,7 +141,7 @@ class AlbertEmbeddings(nn.Cell):
         self.position_embeddings = Embedding(config.max_position_embeddings, E, config.initializer_range)
         self.token_type_embeddings = Embedding(config.type_vocab_size, E, config.initializer_range)
         self.LayerNorm = LayerNorm(E, config.layer_norm_eps)
-        self.dropout = kernels.dropout(config.hidden_dropout_prob)
+        self.dropout = nn.Dropout(p=config.hidden_dropout_prob)
 
     def construct(self, input_ids, token_type_ids):
         seq_len = input_ids.shape[1]
@@ -167,36 +165,34 @@ class AlbertAttention(nn.Cell):
         self.num_heads = config.num_attention_heads
         self.head_size = config.head_size
         self.scale = 1.0 / math.sqrt(self.head_size)
-        # q k^T with the transpose folded into the kernel: no Transpose op, forward or backward
-        self.matmul_qk = kernels.batch_matmul(transpose_b=True)
-        self.matmul_pv = kernels.batch_matmul()
-        self.softmax = kernels.softmax()                                 # over the last axis
-        self.swap_heads = kernels.swap_middle_axes()                     # [B, S, N, D] <-> [B, N, S, D]
-        self.query = dense(H, H, config)
-        self.key = dense(H, H, config)
-        self.value = dense(H, H, config)
-        self.attention_dropout = kernels.dropout(config.attention_probs_dropout_prob)
-        self.dense = dense(H, H, config)
-        self.output_dropout = kernels.dropout(config.hidden_dropout_prob)
+        # q k^T with the transpose folded into the product: no Transpose op, forward or backward
+        self.matmul_qk = ops.BatchMatMul(transpose_b=True)
+        self.matmul_pv = ops.BatchMatMul()
+        self.query = Dense(H, H, config)
+        self.key = Dense(H, H, config)
+        self.value = Dense(H, H, config)
+        self.attention_dropout = nn.Dropout(p=config.attention_probs_dropout_prob)
+        self.dense = Dense(H, H, config)
+        self.output_dropout = nn.Dropout(p=config.hidden_dropout_prob)
         self.LayerNorm = LayerNorm(H, config.layer_norm_eps)
 
     def split_heads(self, x):
         """``[B, S, H]`` -> ``[B, N, S, D]``"""
         B, S, _ = x.shape
-        return self.swap_heads(x.reshape(B, S, self.num_heads, self.head_size))
+        return x.reshape(B, S, self.num_heads, self.head_size).transpose(0, 2, 1, 3)
 
     def construct(self, hidden, additive_mask):
         B, S, H = hidden.shape
         q = self.split_heads(self.query(hidden))
         k = self.split_heads(self.key(hidden))
         v = self.split_heads(self.value(hidden))
-        scores = self.matmul_qk(q, k) * self.scale                       # [B, N, S, S]
+        scores = self.matmul_qk(q, k) * self.scale                       # q k^T / sqrt(D): [B, N, S, S]
         # padding keys -> -inf. Broadcast first: MindSpore's CPU Add, broadcasting [B, 1, 1, S] itself,
         # keeps two 8-byte indices per score for the life of each compiled graph (docs/training.md)
         scores = scores + ops.broadcast_to(additive_mask, scores.shape)
-        probs = self.attention_dropout(self.softmax(scores))
-        context = self.matmul_pv(probs, v)                                # [B, N, S, D]
-        context = self.swap_heads(context).reshape(B, S, H)
+        probs = self.attention_dropout(ops.softmax(scores, -1))          # over the keys: [B, N, S, S]
+        context = self.matmul_pv(probs, v)                                # probs v: [B, N, S, D]
+        context = context.transpose(0, 2, 1, 3).reshape(B, S, H)          # heads merged: [B, S, H]
         projected = self.output_dropout(self.dense(context))
         return self.LayerNorm(hidden + projected)
 
@@ -211,15 +207,15 @@ class AlbertLayer(nn.Cell):
     def __init__(self, config: AlbertConfig):
         super().__init__()
         self.attention = AlbertAttention(config)
-        self.ffn = dense(config.hidden_size, config.intermediate_size, config)
-        self.activation = kernels.activation(config.hidden_act, ACT2FN[config.hidden_act])
-        self.ffn_output = dense(config.intermediate_size, config.hidden_size, config)
-        self.dropout = kernels.dropout(config.hidden_dropout_prob)
+        self.ffn = Dense(config.hidden_size, config.intermediate_size, config)
+        self.activation = ACT2FN[config.hidden_act]
+        self.ffn_output = Dense(config.intermediate_size, config.hidden_size, config)
+        self.dropout = nn.Dropout(p=config.hidden_dropout_prob)
         self.full_layer_layer_norm = LayerNorm(config.hidden_size, config.layer_norm_eps)
 
     def construct(self, hidden, additive_mask):
         attention_output = self.attention(hidden, additive_mask)
-        ffn = self.ffn_output(self.activation(self.ffn(attention_output)))
+        ffn = self.ffn_output(self.activation(self.ffn(attention_output)))       # [B, S, I] -> [B, S, H]
         return self.full_layer_layer_norm(attention_output + self.dropout(ffn))
 
 
@@ -276,7 +272,7 @@ class AlbertEncoder(nn.Cell):
         sharing = config.cross_layer_sharing
         self.num_hidden_layers = config.num_hidden_layers
         self.num_hidden_groups = config.num_hidden_groups if sharing == "all" else config.num_hidden_layers
-        self.embedding_hidden_mapping_in = dense(config.embedding_size, config.hidden_size, config)
+        self.embedding_hidden_mapping_in = Dense(config.embedding_size, config.hidden_size, config)
         self.albert_layer_groups = nn.CellList([AlbertLayerGroup(config) for _ in range(self.num_hidden_groups)])
         shared_parts = {"attention": ("attention",), "ffn": self.FFN_PARTS}.get(sharing, ())
         first_layer = self.albert_layer_groups[0].albert_layers[0]
@@ -347,7 +343,7 @@ class AlbertModel(PreTrainedMixin, nn.Cell):
         self.config = config
         self.embeddings = AlbertEmbeddings(config)
         self.encoder = AlbertEncoder(config)
-        self.pooler = dense(config.hidden_size, config.hidden_size, config) if with_pooler else None
+        self.pooler = Dense(config.hidden_size, config.hidden_size, config) if with_pooler else None
 
     def hidden_states(self, input_ids, token_type_ids=None, attention_mask=None):
         """Every hidden state: (projected embeddings, loop 1, ..., loop L), each ``[B, S, H]``."""

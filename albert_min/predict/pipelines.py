@@ -56,7 +56,8 @@ class TextClassificationPipeline:
             raise PipelineError(f"batch_size must be a positive integer, got {batch_size!r}")
         from ..model.folder import tokenizer_file
         tokenizer_file(model_dir, PipelineError)    # before the model: a converted TF checkpoint has none
-        self.model = AlbertForSequenceClassification.from_pretrained(model_dir)
+        from ..model import kernels
+        self.model = kernels.accelerate(AlbertForSequenceClassification.from_pretrained(model_dir))   # on CPU
         self.model.set_train(False)
         self.tokenizer = AlbertTokenizer.from_pretrained(model_dir)
         config = self.model.config

@@ -59,10 +59,11 @@ def task_pipeline(model_dir, batch_size=64, max_length=None, use_jit=True, **opt
 
 def _load(model_dir, cls, batch_size):
     from tokenizer import AlbertTokenizer
+    from ..model import kernels
     if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
         raise PipelineError(f"batch_size must be a positive integer, got {batch_size!r}")
     tokenizer_file(model_dir, PipelineError)
-    model = cls.from_pretrained(model_dir)
+    model = kernels.accelerate(cls.from_pretrained(model_dir))   # the compiled kernels, where they run
     model.set_train(False)
     return model, AlbertTokenizer.from_pretrained(model_dir)
 

@@ -51,7 +51,8 @@ def write_json(path, data):
 class Trainer:
     """Train ``model`` on ``task`` as ``config`` says.
 
-    config: a ``TrainingConfig``. model: the task's model class (``task.model_class``).
+    config: a ``TrainingConfig``. model: the task's model class (``task.model_class``), built: the
+    Trainer accelerates it in place (``kernels.accelerate``: the compiled kernels where they run).
     task: an ``albert_min.tasks`` Task. train / dev: ``task.prepare``'s results (or
     ``task.training_sets``'); without ``dev`` nothing is evaluated and the last model is kept.
     tokenizer_file: the spiece.model the model folder and the state get a copy of.
@@ -65,7 +66,8 @@ class Trainer:
 
     def __init__(self, config, model, task, train, dev=None, *, tokenizer_file=None, parallel=None, protect=(),
                  settings=None, inputs=None, lock_output=True):
-        self.config, self.model, self.task, self.train, self.dev = config, model, task, train, dev
+        # the compiled kernels swapped in (where they run) before the optimizer, train step and dropout lists
+        self.config, self.model, self.task, self.train, self.dev = config, kernels.accelerate(model), task, train, dev
         self.tokenizer_file = tokenizer_file
         self.parallel = parallel or SingleProcess()   # this worker's rows, who writes, agreed decisions
         self.protect, self.lock_output = tuple(protect), lock_output

@@ -42,7 +42,7 @@ def main():
                           num_attention_heads=4, intermediate_size=512, hidden_dropout_prob=0.1,
                           attention_probs_dropout_prob=0.1, classifier_dropout_prob=0.1, num_labels=2)
     ms.set_seed(0)
-    model = AlbertForSequenceClassification(config)
+    model = kernels.accelerate(AlbertForSequenceClassification(config))
     dropout = kernel_dropouts(model)[0]
     dropout.set_train(True)
     start_dropout_step(seed=7, step=3)

@@ -25,6 +25,7 @@ def main(longest=256, new_lengths=5, rows=32):
     import numpy as np
     from albert_min.common.device import set_cpu_threads, use_device
     from albert_min.model.config import AlbertConfig
+    from albert_min.model import kernels
     from albert_min.model.heads import AlbertForQuestionAnswering
     from albert_min.tasks.squad.loss import make_qa_loss_fn
     from albert_min.training.step import make_optimizer, make_train_step, reseed_dropout
@@ -35,6 +36,7 @@ def main(longest=256, new_lengths=5, rows=32):
         vocab_size=100, embedding_size=16, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
         intermediate_size=64, max_position_embeddings=longest, hidden_dropout_prob=0.1,
         attention_probs_dropout_prob=0.1))
+    kernels.accelerate(model)             # the kernels' head swap and products keep no index tables
     model.set_train(True)
     reseed_dropout(model, 0, 0)
     step = make_train_step(make_qa_loss_fn(model), make_optimizer(model, np.full(8, 1e-3, np.float32), 0.0), 1.0)

@@ -5,7 +5,7 @@ import numpy as np
 import mindspore as ms
 
 from albert_min.model.modeling import additive_attention_mask
-from helpers.reference_model import TOL, inputs, max_diff, pretraining  # noqa: F401 (fixtures)
+from helpers.reference_model import TOL, accelerated, build, inputs, max_diff, pretraining  # noqa: F401 (fixtures)
 
 
 def test_attention_of_first_loop_matches(pretraining, inputs, reference):

@@ -1,7 +1,7 @@
 """The factorized embedding (V x E word, position and token-type tables, E wide) and its projection to H,
 against the transformers reference (fixtures/reference.npz)."""
 
-from helpers.reference_model import TOL, inputs, max_diff, pretraining  # noqa: F401 (fixtures)
+from helpers.reference_model import TOL, accelerated, build, inputs, max_diff, pretraining  # noqa: F401 (fixtures)
 
 
 def test_embeddings_match(pretraining, inputs, reference):

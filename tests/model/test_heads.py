@@ -18,6 +18,7 @@ from albert_min.model.heads import (AlbertForMaskedLM, AlbertForMultipleChoice, 
                                     AlbertForQuestionAnswering, AlbertForSequenceClassification,
                                     AlbertForTokenClassification)
 from helpers.paths import FIXTURES, ROOT
+from helpers.reference_model import accelerated, build  # noqa: F401 (fixtures: plain and accelerated)
 
 TOL = 1e-5
 FORMATS = ["pytorch_model.bin", "model.safetensors"]
@@ -42,17 +43,17 @@ def max_diff(ours, theirs):
 
 
 @pytest.mark.parametrize("weights", FORMATS)
-def test_masked_lm_like_albert_base_v2(tmp_path, ref, weights):
+def test_masked_lm_like_albert_base_v2(tmp_path, ref, weights, build):
     """albert.* + predictions.* only (no SOP head): converts with no flag, loads as AlbertForMaskedLM."""
     report, dst = converted(tmp_path, "tiny_masked_lm", weights)
     assert report["heads"] == ["mlm"] and report["classes"] == ["AlbertForMaskedLM"] and report["pooler"]
     model = AlbertForMaskedLM.from_pretrained(dst)
-    model.set_train(False)
+    build(model)
     logits = model(*inputs(ref))
     assert logits.shape == (3, 11, 120)
     assert max_diff(logits, ref["masked_lm_logits"]) <= TOL
     # The pooler came along (the backbone class uses it); no SOP head was invented.
-    assert max_diff(AlbertModel.from_pretrained(dst)(*inputs(ref))[1], ref["masked_lm_pooled"]) <= TOL
+    assert max_diff(build(AlbertModel.from_pretrained(dst))(*inputs(ref))[1], ref["masked_lm_pooled"]) <= TOL
     with pytest.raises(CheckpointError, match=r"AlbertForPreTraining needs the SOP head \(sop_classifier\.\*\)"):
         AlbertForPreTraining.from_pretrained(dst)
     with pytest.raises(CheckpointError, match=r"needs the classifier head"):
@@ -60,12 +61,12 @@ def test_masked_lm_like_albert_base_v2(tmp_path, ref, weights):
 
 
 @pytest.mark.parametrize("weights", FORMATS)
-def test_question_answering(tmp_path, ref, weights):
+def test_question_answering(tmp_path, ref, weights, build):
     report, dst = converted(tmp_path, "tiny_qa", weights)
     assert report["heads"] == ["qa"] and report["classes"] == ["AlbertForQuestionAnswering"]
     assert not report["pooler"]                                   # HF builds QA without a pooler
     model = AlbertForQuestionAnswering.from_pretrained(dst)
-    model.set_train(False)
+    build(model)
     start, end = model(*inputs(ref))
     assert start.shape == end.shape == (3, 11)
     assert max_diff(start, ref["qa_start_logits"]) <= TOL
@@ -75,33 +76,33 @@ def test_question_answering(tmp_path, ref, weights):
 
 
 @pytest.mark.parametrize("weights", FORMATS)
-def test_token_classification(tmp_path, ref, weights):
+def test_token_classification(tmp_path, ref, weights, build):
     report, dst = converted(tmp_path, "tiny_token_cls", weights)
     assert report["heads"] == ["classifier"] and report["num_labels"] == 5
     assert report["classes"] == ["AlbertForTokenClassification"]    # from config.json's "architectures"
     model = AlbertForTokenClassification.from_pretrained(dst)
-    model.set_train(False)
+    build(model)
     logits = model(*inputs(ref))
     assert logits.shape == (3, 11, 5)
     assert max_diff(logits, ref["token_logits"]) <= TOL
 
 
 @pytest.mark.parametrize("weights", FORMATS)
-def test_multiple_choice(tmp_path, ref, weights):
+def test_multiple_choice(tmp_path, ref, weights, build):
     report, dst = converted(tmp_path, "tiny_multiple_choice", weights)
     assert report["heads"] == ["classifier"] and report["classes"] == ["AlbertForMultipleChoice"]
     model = AlbertForMultipleChoice.from_pretrained(dst)
-    model.set_train(False)
+    build(model)
     logits = model(*inputs(ref, "mc_"))                         # [B=2, C=3, S=11] -> [2, 3]
     assert logits.shape == (2, 3)
     assert max_diff(logits, ref["mc_logits"]) <= TOL
 
 
-def test_heads_compile_as_graphs(tmp_path, ref):
+def test_heads_compile_as_graphs(tmp_path, ref, build):
     """The new classes also run under mindspore.jit (as evaluation does), with the same numbers."""
     _, dst = converted(tmp_path, "tiny_qa", "model.safetensors")
     model = AlbertForQuestionAnswering.from_pretrained(dst)
-    model.set_train(False)
+    build(model)
     start, _ = ms.jit(model.construct)(*inputs(ref))
     assert max_diff(start, ref["qa_start_logits"]) <= TOL
 

@@ -12,7 +12,7 @@ import pytest
 from albert_min.model.config import AlbertConfig
 from albert_min.model.modeling import AlbertModel, count_parameters, gelu, gelu_new, parameter_table, tanh
 from helpers.paths import FIXTURES
-from helpers.reference_model import TOL, inputs, max_diff, pretraining  # noqa: F401 (fixtures)
+from helpers.reference_model import TOL, accelerated, build, inputs, max_diff, pretraining  # noqa: F401 (fixtures)
 
 
 def test_dropout_is_active_only_in_training(pretraining, inputs):
@@ -48,21 +48,21 @@ def test_activations_are_accurate_to_float32():
 
 # --------------------------------------------------------------- parameter counts
 @pytest.mark.parametrize("name", ["tiny_pretraining", "tiny_groups"])
-def test_parameter_formula_matches_built_model(name):
+def test_parameter_formula_matches_built_model(name, build):
     config = AlbertConfig.from_json_file(os.path.join(FIXTURES, name, "config.json"))
-    assert count_parameters(AlbertModel(config)) == config.parameter_count()
+    assert count_parameters(build(AlbertModel(config))) == config.parameter_count()
 
 
 @pytest.mark.parametrize("sharing, groups, inner", [
     ("all", 1, 1), ("all", 2, 1), ("all", 1, 2), ("all", 3, 2), ("all", 4, 1),
     ("attention", 1, 1), ("ffn", 1, 1), ("none", 1, 1)])
-def test_parameter_formula_matches_built_model_for_every_sharing(sharing, groups, inner):
+def test_parameter_formula_matches_built_model_for_every_sharing(sharing, groups, inner, build):
     """AlbertConfig.parameter_count (config.py, no MindSpore) is the only formula: it must be
     the built model's count for every sharing strategy and group layout."""
     config = AlbertConfig(vocab_size=50, embedding_size=8, hidden_size=12, num_hidden_layers=4,
                           num_hidden_groups=groups, inner_group_num=inner, num_attention_heads=2,
                           intermediate_size=20, max_position_embeddings=16, cross_layer_sharing=sharing)
-    assert count_parameters(AlbertModel(config)) == config.parameter_count()
+    assert count_parameters(build(AlbertModel(config))) == config.parameter_count()
 
 
 @pytest.mark.parametrize("name, paper_millions, rel", [

@@ -1,7 +1,7 @@
 """The pooler ([CLS] -> dense -> tanh) and the sequence output, against the transformers reference
 (fixtures/reference.npz)."""
 
-from helpers.reference_model import TOL, inputs, max_diff, pretraining  # noqa: F401 (fixtures)
+from helpers.reference_model import TOL, accelerated, build, inputs, max_diff, pretraining  # noqa: F401 (fixtures)
 
 
 def test_pooled_and_sequence_output_match(pretraining, inputs, reference):

@@ -11,7 +11,7 @@ from albert_min.model.config import AlbertConfig
 from albert_min.model.modeling import additive_attention_mask
 from albert_min.model.heads import AlbertForSequenceClassification
 from helpers.paths import FIXTURES
-from helpers.reference_model import TOL, inputs, max_diff, pretraining  # noqa: F401 (fixtures)
+from helpers.reference_model import TOL, accelerated, build, inputs, max_diff, pretraining  # noqa: F401 (fixtures)
 
 
 @pytest.mark.parametrize("loop", [1, 2, 3])
@@ -33,14 +33,14 @@ def test_the_block_is_shared_across_loops(pretraining, inputs, reference):
     assert sum(".attention.query.weight" in n for n in names) == 1
 
 
-def test_groups_and_inner_layers_match(inputs, reference):
+def test_groups_and_inner_layers_match(inputs, reference, build):
     """num_hidden_groups=2, inner_group_num=2, exact gelu: loops 1-2 use group 0, 3-4 group 1."""
     from albert_min.convert import read_safetensors
     directory = os.path.join(FIXTURES, "tiny_groups")
     config = AlbertConfig.from_json_file(os.path.join(directory, "config.json"))
     model = AlbertForSequenceClassification(config)
     load_arrays(model, read_safetensors(os.path.join(directory, "model.safetensors")), "tiny_groups")
-    model.set_train(False)
+    build(model)
     assert [model.albert.encoder.group_of_loop(i) for i in range(4)] == [0, 0, 1, 1]
     assert max_diff(model.albert.hidden_states(*inputs)[-1], reference["groups_last_hidden"]) <= TOL
     assert max_diff(model(*inputs), reference["groups_logits"]) <= TOL

@@ -11,6 +11,7 @@ from mindspore import nn
 
 from helpers.paths import ROOT
 from albert_min.export import ExportError, export_mindir, main, read_metadata
+from albert_min.model import kernels
 from albert_min.model.modeling import AlbertModel
 from albert_min.model.heads import AlbertForSequenceClassification
 from albert_min.common.safe_output import OutputError
@@ -35,7 +36,8 @@ def classifier_mindir(tmp_path_factory):
 
 
 def test_dynamic_shape_mindir_reproduces_the_logits(classifier_mindir):
-    model = AlbertForSequenceClassification.from_pretrained(SST2_SMALL)
+    """The plain model exported reproduces the accelerated model's (the compiled kernels' forward, where built)."""
+    model = kernels.accelerate(AlbertForSequenceClassification.from_pretrained(SST2_SMALL))
     model.set_train(False)
     graph = nn.GraphCell(ms.load(classifier_mindir))
     rng = np.random.default_rng(0)
@@ -60,7 +62,7 @@ def test_shared_layer_is_stored_once(classifier_mindir):
     assert stored == sum(p.asnumpy().nbytes for p in model.get_parameters())
     size, ckpt = os.path.getsize(classifier_mindir), os.path.getsize(os.path.join(SST2_SMALL, "model.ckpt"))
     assert size < 1.1 * ckpt, (size, ckpt)
-    # MindSpore's own ops only (kernels.mindspore_ops): the file runs where albert_min's kernels are not
+    # MindSpore's own ops only (the plain model, never accelerated): the file runs where albert_min's kernels are not
     op_types = {node.op_type for node in proto.graph.node}
     assert any("MatMul" in t for t in op_types) and not any("Custom" in t for t in op_types), op_types
 

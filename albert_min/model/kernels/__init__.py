@@ -1,39 +1,36 @@
-"""Compiled CPU kernels for ALBERT's layers (forward, gradient and dropout), and the one place
-that chooses them (see README.md in this folder).
+"""Compiled CPU kernels for ALBERT's layers (forward, gradient and dropout), and the step that
+swaps them into a built model (see README.md in this folder).
 
-``linear()``, ``layer_norm(eps)``, ``softmax()``, ``batch_matmul()``, ``swap_middle_axes()``,
-``activation(name, fn)`` and ``dropout(p)`` return what a layer computes with:
-MindSpore's own ops, or the same forward whose gradient comes from
-``backward.cc``, compiled on first use (``build.py``; a cached library that is not
-what its build recorded is built again, after a one-line notice). Their matrix products are
-oneDNN's ``dnnl_sgemm``, from the library MindSpore ships. Without a compiler or that
-library, or with a library that does not load or lacks a kernel, the layers use MindSpore's
-ops, after a one-line notice;
-``ALBERT_MIN_KERNELS=off`` asks for them, and so does ``mindspore_ops()`` for the
-layers built inside it (a model exported to MindIR); they are used on CPU only
-(``albert_min.common.device``).
+``accelerate(model)`` (``accelerate.py``) swaps the layers of a model built by ``albert_min.model``
+(MindSpore's ops) in place for cells computing the same functions with the kernels, forward and
+gradient (``layers.py``, ``philox_dropout.py``), compiled on first use (``build.py``; a cached
+library that is not what its build recorded is built again, after a one-line notice). Their
+matrix products are oneDNN's ``dnnl_sgemm``, from the library MindSpore ships. Without a compiler
+or that library, or with a library that does not load or lacks a kernel, the model stays on
+MindSpore's ops, after a one-line notice; ``ALBERT_MIN_KERNELS=off`` asks for that, and so does
+a device other than the CPU (``albert_min.common.device``). A model exported to MindIR is never
+accelerated. ``use_mindspore_ops(model)`` swaps the kernels back out (mixed precision).
 
 ``quantize_int8(model)`` (``int8.py``, ``int8.cc``) is a step applied to a built model for
 prediction: its Dense layers in int8, each weight quantized once.
 
-Layer: ``albert_min.model``, above ``common`` (the layers: ``albert_min/__init__.py``).
+Layer: ``albert_min.model``, above ``common`` (the layers: ``albert_min/__init__.py``); inside it, above
+``heads`` and ``modeling``, whose cells ``accelerate`` swaps (they import no kernels: ``.importlinter``).
 """
 
-import contextlib
 import ctypes
 import os
 import sys
 
-from mindspore import nn
-
 from ...common.environment import SWITCH, choice, variable
 from ...common.errors import os_error_text
 from .build import KernelBuildError, library_path
+from .accelerate import (KernelAttention, KernelDense, KernelLayerNorm, KernelMLMHead, accelerate,
+                         use_mindspore_ops)
 from .philox_dropout import DropoutWithKernels
 from .int8 import DenseInt8, Int8Error, Int8Report, quantize_int8
-from .layers import (Activation, BatchMatMul, BatchMatMulWithKernels, GeluNewWithKernels, LayerNorm,
-                     LayerNormWithKernels, Linear, LinearWithKernels, Softmax, SoftmaxWithKernels, SwapMiddleAxes,
-                     SwapMiddleAxesWithKernels)
+from .layers import (BatchMatMulWithKernels, GeluNewWithKernels, LayerNormWithKernels, LinearWithKernels,
+                     SoftmaxWithKernels)
 
 _LIBRARY = {}      # compile-cache root -> library path, or None where it could not be built
 # Every function the layers call in the library (layers.py, philox_dropout.py) and the loader's:
@@ -56,7 +53,6 @@ def usable_cpus():
 # calls, each output computed by one thread, so any count gives the same bits). oneDNN's
 # sgemm runs on the calling thread: this build of it has no thread pool of its own.
 KERNEL_THREADS = min(2, usable_cpus())
-_MINDSPORE_OPS = False   # True inside mindspore_ops()
 
 
 def enabled() -> bool:
@@ -65,29 +61,15 @@ def enabled() -> bool:
     return variable("ALBERT_MIN_KERNELS", choice(SWITCH), default=True, unset_means="on", wrong="not on or off")
 
 
-@contextlib.contextmanager
-def mindspore_ops():
-    """Layers built inside use MindSpore's own ops and never build or load the kernels: a graph
-    exported to MindIR (albert_min.export) must run where albert_min's library is not."""
-    global _MINDSPORE_OPS
-    saved, _MINDSPORE_OPS = _MINDSPORE_OPS, True
-    try:
-        yield
-    finally:
-        _MINDSPORE_OPS = saved
-
-
 def library():
-    """Path of the compiled kernels, or None: switched off, inside ``mindspore_ops()``, MindSpore
-    runs on GPU or Ascend (the kernels are CPU code: ``device.applies_cpu_only_parts``), or not
-    buildable here (noticed once)."""
-    if _MINDSPORE_OPS:
-        return None
+    """Path of the compiled kernels, or None: switched off, MindSpore runs on GPU or Ascend (the
+    kernels are CPU code: ``device.applies_cpu_only_parts``), or not buildable here (noticed once).
+    The same as ``built()``."""
     return built()
 
 
 def built():
-    """``library()`` ignoring ``mindspore_ops()``: the kernels' path where this process can use them."""
+    """The kernels' path where this process can use them, else None (``library()``)."""
     from ...common.device import (applies_cpu_only_parts, cache_not_usable, current_device,  # local import
                                   default_compile_cache, under)
     if not enabled() or not applies_cpu_only_parts(current_device()):
@@ -162,58 +144,6 @@ def set_kernel_threads(threads):
         ctypes.CDLL(path).set_kernel_threads(int(threads))
 
 
-def linear():
-    """The Cell computing ``(x, weight, bias) -> x weight^T + bias`` for a Dense layer."""
-    path = library()
-    return LinearWithKernels(path) if path else Linear()
-
-
-def layer_norm(eps):
-    """The Cell computing ``(x, weight, bias) -> LayerNorm(x)`` over the last axis."""
-    path = library()
-    return LayerNormWithKernels(eps, path) if path else LayerNorm(eps)
-
-
-def softmax():
-    """The Cell computing softmax over the last axis (attention probabilities)."""
-    path = library()
-    return SoftmaxWithKernels(path) if path else Softmax()
-
-
-def batch_matmul(transpose_b=False):
-    """The Cell computing ``(a, b) -> a b`` (``a b^T`` with ``transpose_b``) over leading batch dimensions."""
-    path = library()
-    return BatchMatMulWithKernels(path, transpose_b) if path else BatchMatMul(transpose_b)
-
-
-def dropout(p):
-    """The Cell for dropout with probability ``p``: masks from (seed, step, call, element) through
-    ``dropout.cc``, the same at any thread count (``philox_dropout.py``), or ``nn.Dropout``."""
-    path = library()
-    return DropoutWithKernels(p, path) if path else nn.Dropout(p=p)
-
-
-def swap_middle_axes():
-    """The Cell computing ``x [B, P, Q, D] -> [B, Q, P, D]`` (attention's head split and merge)."""
-    path = library()
-    return SwapMiddleAxesWithKernels(path) if path else SwapMiddleAxes()
-
-
-def use_mindspore_ops(model):
-    """Swap every compiled-kernel layer inside ``model`` for the MindSpore-ops layer with the same
-    forward. The kernels compute in float32 only (oneDNN's ``sgemm``), so mixed precision runs
-    on MindSpore's ops (albert_min.training.mixed_precision). The dropout kernel stays: it casts a float16
-    input to float32 and back, and its masks do not depend on MindSpore's thread count."""
-    plain = {LinearWithKernels: lambda c: Linear(), LayerNormWithKernels: lambda c: LayerNorm(c.eps),
-             SoftmaxWithKernels: lambda c: Softmax(), BatchMatMulWithKernels: lambda c: BatchMatMul(c.transpose_b),
-             GeluNewWithKernels: lambda c: Activation(c.fn), SwapMiddleAxesWithKernels: lambda c: SwapMiddleAxes()}
-    for _, cell in list(model.cells_and_names()):
-        for name, child in list(cell.name_cells().items()):
-            if type(child) in plain:
-                setattr(cell, name, plain[type(child)](child))
-    return model
-
-
 def uses_kernels(model) -> bool:
     """Does any layer of ``model`` compute with the compiled kernels (dropout included)?"""
     kinds = (LinearWithKernels, LayerNormWithKernels, SoftmaxWithKernels, BatchMatMulWithKernels,
@@ -221,14 +151,6 @@ def uses_kernels(model) -> bool:
     return any(isinstance(cell, kinds) for _, cell in model.cells_and_names())
 
 
-def activation(name, fn):
-    """``fn``, the activation called ``name`` in the config, or a Cell computing it whose gradient
-    comes from the kernels (``gelu_new``, the one the ALBERT models use)."""
-    path = library()
-    return GeluNewWithKernels(fn, path) if path and name == "gelu_new" else fn
-
-
-__all__ = ["KernelBuildError", "enabled", "mindspore_ops", "library", "built", "linear", "layer_norm", "softmax",
-           "batch_matmul", "swap_middle_axes", "activation", "dropout", "uses_kernels", "prepare_cpu", "flush_denormals",
-           "set_kernel_threads", "use_mindspore_ops", "quantize_int8", "DenseInt8", "Int8Error",
-           "Int8Report"]
+__all__ = ["KernelBuildError", "enabled", "library", "built", "accelerate", "uses_kernels", "prepare_cpu",
+           "flush_denormals", "set_kernel_threads", "use_mindspore_ops", "quantize_int8", "DenseInt8", "Int8Error",
+           "Int8Report", "KernelDense", "KernelLayerNorm", "KernelAttention", "KernelMLMHead"]

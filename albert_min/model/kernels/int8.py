@@ -15,8 +15,8 @@ ALBERT's shared layer is one ``AlbertLayer`` looped L times, so its six Dense ce
 objects in every loop: a cell is quantized once whatever number of places hold it (the swap keeps
 one ``DenseInt8`` per distinct Dense), and the model holds one int8 copy of the shared weights.
 
-Where it cannot run (no compiled kernels: switched off, no compiler, another device, inside
-``mindspore_ops()``; or a libdnnl without the int8 gemm) ``quantize_int8`` prints one notice line
+Where it cannot run (no compiled kernels: switched off, no compiler, another device; or a libdnnl
+without the int8 gemm) ``quantize_int8`` prints one notice line
 and leaves the model in float32. A quantized model refuses training (``set_train(True)`` raises
 ``Int8Error``): there is no gradient through a rounded weight.
 
@@ -24,7 +24,10 @@ and leaves the model in float32. A quantized model refuses training (``set_train
 dequantized in the graph by MindSpore's own ops, for a MindIR file (``albert_min.export --int8``), which
 can hold no custom op (docs/export.md).
 
-Layer: ``albert_min.model.kernels``, below ``modeling`` (it knows Dense layers as ``nn.Dense``).
+It swaps the Dense layers of a plain or an accelerated model alike (``accelerate``'s ``KernelDense``
+is an ``nn.Dense``).
+
+Layer: ``albert_min.model.kernels`` (it knows Dense layers as ``nn.Dense``).
 """
 
 import ctypes

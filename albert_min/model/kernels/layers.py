@@ -4,8 +4,9 @@ kernels (``forward.cc``, ``backward.cc``), forward and gradient, in training and
 Each is a Cell without parameters, called with the layer's parameters as inputs
 (``linear(x, weight, bias)``), so that a ``bprop`` can return their gradients.
 Both compute the same functions to float32 rounding (tests/model/kernels/test_kernels.py; the parity
-suite runs on both). Exported MindIR graphs hold MindSpore's ops only: albert_min.export
-builds its model inside ``kernels.mindspore_ops()``.
+suite runs on the plain and the accelerated model). ``accelerate.py`` puts the kernels' cells into a
+built model, as children of the layers it swaps. Exported MindIR graphs hold MindSpore's ops only:
+albert_min.export exports the plain model.
 """
 
 import mindspore as ms

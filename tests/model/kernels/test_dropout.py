@@ -18,6 +18,7 @@ from albert_min.model import kernels
 from albert_min.model.kernels.philox_dropout import COUNTER, DropoutWithKernels, current_state, key, start_step
 from albert_min.training.state import CheckpointError, check_same_cpu_setup
 from helpers.paths import ROOT
+from helpers.reference_model import tiny_classifier
 from helpers.tiny_runs import TINY_MODEL, sentiment_tsv
 
 M32 = 0xFFFFFFFF
@@ -165,12 +166,16 @@ def test_masks_and_train_steps_are_the_same_at_one_and_two_threads(library):
 def test_without_the_kernels_mindspores_dropout_at_one_thread():
     code = ("from albert_min.common.device import cpu_threads, use_device; from albert_min.model import kernels; "
             "use_device('CPU', cpu_setup=kernels.prepare_cpu); "
-            "print(cpu_threads(), type(kernels.dropout(0.1)).__name__)")
+            "from albert_min.model.config import AlbertConfig; from albert_min.model.heads import AlbertForMaskedLM; "
+            "model = kernels.accelerate(AlbertForMaskedLM(AlbertConfig(vocab_size=40, embedding_size=8, "
+            "hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=24))); "
+            "print(cpu_threads(), type(model.albert.embeddings.dropout).__name__)")
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
                             env=dict(os.environ, ALBERT_MIN_KERNELS="off", ALBERT_MIN_CPU_THREADS="2"))
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.split() == ["1", "Dropout"]
-    assert type(kernels.dropout(0.1)) is (DropoutWithKernels if kernels.library() else nn.Dropout)
+    dropout = kernels.accelerate(tiny_classifier()).dropout
+    assert type(dropout) is (DropoutWithKernels if kernels.library() else nn.Dropout) and dropout.p == 0.1
 
 
 def test_one_mindspore_thread_by_default_and_the_variable_only_with_the_kernels(monkeypatch):

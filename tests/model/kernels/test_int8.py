@@ -169,7 +169,9 @@ def test_a_sub_block_shared_across_loops_is_one_quantized_cell(int8_library):
 
 @pytest.mark.parametrize("folder", [SST2_SMALL, TINY])
 def test_int8_logits_follow_float32(int8_library, folder):
-    model = AlbertForSequenceClassification.from_pretrained(folder)
+    # accelerated, as pipeline() and evaluate.py quantize it: the layers around the int8 Dense compute alike
+    # in PyNative and in a graph, so that each row's activations quantize to the same int8 in both
+    model = kernels.accelerate(AlbertForSequenceClassification.from_pretrained(folder))
     model.set_train(False)
     inputs = random_ids(np.random.default_rng(3), 48, 40, model.config.vocab_size)
     reference = model(*inputs).asnumpy()
@@ -202,7 +204,7 @@ def test_the_compile_cache_keys_int8_apart(int8_library, tmp_path):
 
 
 # ------------------------------------------------------------------ where it cannot run
-@pytest.mark.parametrize("why", ["no int8 gemm", "kernels off", "mindspore ops"])
+@pytest.mark.parametrize("why", ["no int8 gemm", "kernels off", "another device"])
 def test_without_the_int8_gemm_one_notice_and_float32(library, monkeypatch, capsys, why):
     model = AlbertForSequenceClassification.from_pretrained(TINY)
     model.set_train(False)
@@ -215,9 +217,10 @@ def test_without_the_int8_gemm_one_notice_and_float32(library, monkeypatch, caps
     elif why == "kernels off":
         monkeypatch.setenv("ALBERT_MIN_KERNELS", "off")
         report = kernels.quantize_int8(model)
-    else:
-        with kernels.mindspore_ops():
-            report = kernels.quantize_int8(model)
+    else:                                     # the kernels are CPU code (was: inside mindspore_ops(), gone)
+        from albert_min.common import device
+        monkeypatch.setattr(device, "current_device", lambda: "GPU")
+        report = kernels.quantize_int8(model)
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("albert_min: int8 not available (")
     assert lines[0].endswith("computing in float32") and report.cells == 0
@@ -289,8 +292,7 @@ def test_export_int8_stores_the_dense_weights_as_int8_once(tmp_path):
     inputs = export.make_inputs(SST2_SMALL, ["a gorgeous , witty , seductive movie .", "a mess", "dull"],
                                 mindir=small)
     reference = model(*map(ms.Tensor, inputs)).asnumpy()
-    with kernels.mindspore_ops():
-        report = kernels.quantize_int8(model, notice=False, weights_only=True)
+    report = kernels.quantize_int8(model, notice=False, weights_only=True)   # the plain model, as export's
     assert report.cells == 9 and int8.quantized(model) == "int8 weights"
     saved = report.float32_bytes - report.int8_bytes + 4 * sum(        # row sums: not in the file
         c.weight.shape[0] for _, c in model.cells_and_names() if isinstance(c, kernels.int8.DenseInt8Weights))

@@ -1,5 +1,6 @@
 """albert_min/model/kernels: each compiled gradient against MindSpore's autodiff of the plain ops,
-the build (cache, fallback, off switch), and the parity suite on the fallback path."""
+``accelerate`` (what it swaps, the same gradients), the build (cache, fallback, off switch). The parity
+suite (tests/model/test_*.py) runs on the plain and the accelerated model (helpers/reference_model.py)."""
 
 import os
 import subprocess
@@ -17,9 +18,10 @@ from albert_min.model.kernels import build
 from albert_min.model.kernels.layers import (Activation, BatchMatMul, BatchMatMulWithKernels, GeluNewWithKernels,
                                              LayerNorm, LayerNormWithKernels, Linear, LinearWithKernels, Softmax,
                                              SoftmaxWithKernels, SwapMiddleAxes, SwapMiddleAxesWithKernels)
-from albert_min.model.modeling import additive_attention_mask, gelu, gelu_new
+from albert_min.model.modeling import Dense, additive_attention_mask, gelu, gelu_new
 from albert_min.model.heads import AlbertForSequenceClassification
 from helpers.paths import FIXTURES, ROOT
+from helpers.reference_model import accelerates, tiny_classifier
 
 
 def gradients(cell, *inputs, seed=0):
@@ -117,19 +119,25 @@ def test_swap_middle_axes_and_its_gradient_are_transposes_bit_for_bit(library, s
     assert np.array_equal(gradients(fast, x)[0], gradients(plain, x)[0])
     fast.set_train(False)                                           # inference: MindSpore's Transpose
     assert np.array_equal(fast(x).asnumpy(), plain(x).asnumpy())
-    assert isinstance(kernels.swap_middle_axes(), SwapMiddleAxesWithKernels)
+    attention = kernels.accelerate(tiny_classifier()).albert.encoder.albert_layer_groups[0].albert_layers[0].attention
+    assert isinstance(attention.swap_heads, SwapMiddleAxesWithKernels)
 
 
 def test_only_gelu_new_has_a_kernel(library):
-    assert isinstance(kernels.activation("gelu_new", gelu_new), GeluNewWithKernels)
-    assert kernels.activation("gelu", gelu) is gelu
+    layer = kernels.accelerate(tiny_classifier("gelu_new")).albert.encoder.albert_layer_groups[0].albert_layers[0]
+    assert isinstance(layer.activation, GeluNewWithKernels) and layer.activation.fn is gelu_new
+    layer = kernels.accelerate(tiny_classifier("gelu")).albert.encoder.albert_layer_groups[0].albert_layers[0]
+    assert layer.activation is gelu
 
 
-def classifier_gradients(weights):
-    """Loss and parameter gradients of the tiny fixture classifier on a fixed batch (dropout off)."""
+def classifier_gradients(weights, accelerated):
+    """Loss and parameter gradients of the tiny fixture classifier on a fixed batch (dropout off),
+    plain or ``accelerated``."""
     model = AlbertForSequenceClassification(
         AlbertConfig.from_json_file(os.path.join(FIXTURES, "tiny_classifier", "config.json")))
     load_arrays(model, weights, "weights.npz")
+    if accelerated:
+        kernels.accelerate(model)
     model.set_train(False)
     rng = np.random.default_rng(3)
     ids = rng.integers(5, model.config.vocab_size, size=(4, 12)).astype(np.int32)
@@ -144,12 +152,11 @@ def classifier_gradients(weights):
     return model, float(value.asnumpy()), {p.name: g.asnumpy() for p, g in zip(model.trainable_params(), grads)}
 
 
-def test_a_models_gradients_are_the_same_on_both_paths(library, monkeypatch, hf_weights):
-    model, loss, grads = classifier_gradients(hf_weights["classifier"])
+def test_a_models_gradients_are_the_same_on_both_paths(library, hf_weights):
+    model, loss, grads = classifier_gradients(hf_weights["classifier"], accelerated=True)
     assert isinstance(model.albert.encoder.embedding_hidden_mapping_in.linear, LinearWithKernels)
-    monkeypatch.setenv("ALBERT_MIN_KERNELS", "off")
-    plain_model, plain_loss, plain_grads = classifier_gradients(hf_weights["classifier"])
-    assert type(plain_model.albert.encoder.embedding_hidden_mapping_in.linear) is Linear
+    plain_model, plain_loss, plain_grads = classifier_gradients(hf_weights["classifier"], accelerated=False)
+    assert type(plain_model.albert.encoder.embedding_hidden_mapping_in) is Dense
     assert abs(loss - plain_loss) <= 1e-6 * abs(plain_loss)       # the forwards agree to float32 rounding
     assert grads.keys() == plain_grads.keys()
     # One scale for all: some gradients are zero but for rounding (the key bias: softmax ignores a
@@ -195,23 +202,26 @@ def test_one_and_two_kernel_threads_give_the_same_bits(library):
 
 
 def test_off_switch_gives_mindspores_own_ops(monkeypatch):
+    """ALBERT_MIN_KERNELS=off: accelerate leaves the model as albert_min.model built it."""
     monkeypatch.setenv("ALBERT_MIN_KERNELS", "off")
     assert kernels.library() is None
-    assert type(kernels.linear()) is Linear and type(kernels.layer_norm(1e-12)) is LayerNorm
+    model = tiny_classifier()
+    before = [(name, type(cell)) for name, cell in model.cells_and_names()]
+    assert kernels.accelerate(model) is model
+    assert [(name, type(cell)) for name, cell in model.cells_and_names()] == before
+    assert not kernels.uses_kernels(model) and type(model.albert.encoder.embedding_hidden_mapping_in) is Dense
 
 
-def test_a_model_built_with_mindspores_ops_has_no_kernels_and_predicts_the_same(library):
-    """albert_min.export builds its model in kernels.mindspore_ops(): no kernel, the same outputs to
-    float32 rounding as the kernels' forward, which prediction uses."""
+def test_the_plain_model_has_no_kernels_and_predicts_as_the_accelerated_one(library):
+    """albert_min.export exports the plain model: no kernel, the same outputs to float32 rounding as
+    the kernels' forward, which prediction uses."""
     config = AlbertConfig.from_json_file(os.path.join(ROOT, "weights", "sst2-small", "config.json"))
     ms.set_seed(3)
-    predicting = AlbertForSequenceClassification(config)
-    with kernels.mindspore_ops():
-        assert kernels.library() is None
-        exporting = AlbertForSequenceClassification(config)
-    assert kernels.library() == library                                 # switched back on after the block
+    predicting = kernels.accelerate(AlbertForSequenceClassification(config))
+    exporting = AlbertForSequenceClassification(config)
+    assert kernels.library() == library
     assert isinstance(predicting.albert.encoder.embedding_hidden_mapping_in.linear, LinearWithKernels)
-    assert type(exporting.albert.encoder.embedding_hidden_mapping_in.linear) is Linear
+    assert type(exporting.albert.encoder.embedding_hidden_mapping_in) is Dense
     assert not kernels.uses_kernels(exporting) and kernels.uses_kernels(predicting)
     ms.load_param_into_net(exporting, {p.name: p for p in predicting.get_parameters()})
     ids = np.random.default_rng(0).integers(5, config.vocab_size, (8, 24)).astype(np.int32)
@@ -230,7 +240,8 @@ def test_the_dynamic_shape_graph_runs_the_kernels(library):
     from albert_min.tasks.prediction_engine import dynamic_graph
     config = AlbertConfig.from_json_file(os.path.join(ROOT, "weights", "sst2-small", "config.json"))
     ms.set_seed(4)
-    model = AlbertForSequenceClassification(config)
+    model = kernels.accelerate(AlbertForSequenceClassification(config))
+    assert kernels.uses_kernels(model)
     model.set_train(False)
     forward = dynamic_graph(model)
     rng = np.random.default_rng(1)
@@ -243,8 +254,8 @@ def test_the_dynamic_shape_graph_runs_the_kernels(library):
 def test_without_a_compiler_the_layers_fall_back_after_one_line(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("ALBERT_MIN_CACHE", str(tmp_path))            # a cache root not tried yet
     monkeypatch.setenv("CXX", "no-such-compiler-albert-min")
-    assert type(kernels.linear()) is Linear
-    assert type(kernels.layer_norm(1e-12)) is LayerNorm               # noticed once, not per layer
+    assert not accelerates()
+    assert not accelerates()                                           # noticed once, not per model
     notice = capsys.readouterr().err.strip().splitlines()
     assert notice == ["albert_min: kernels not built (no C++ compiler: no-such-compiler-albert-min not found); "
                       "using MindSpore's ops"]
@@ -257,7 +268,7 @@ def test_an_install_without_the_kernel_sources_falls_back_after_one_line(tmp_pat
     monkeypatch.setattr(build, "SOURCES", build.SOURCES[:1] + [str(tmp_path / "forward.cc")])
     with pytest.raises(build.KernelBuildError, match=r"lacks the kernels' sources forward\.cc: .*reinstall it$"):
         build.library_path(str(tmp_path))
-    assert type(kernels.linear()) is Linear
+    assert not accelerates()
     notice = capsys.readouterr().err.strip().splitlines()
     assert len(notice) == 1 and notice[0].startswith("albert_min: kernels not built (") and \
         notice[0].endswith("lacks the kernels' sources forward.cc: albert_min was installed without its package "
@@ -382,17 +393,3 @@ def test_the_key_changes_with_the_sources(library, tmp_path, monkeypatch):
     changed.write_text("// another kernel\n")
     monkeypatch.setattr(build, "SOURCES", build.SOURCES + [str(changed)])
     assert build.build_key(cxx, version, build.onednn()) != before
-
-
-# the per-layer reference tests (test_modeling.py was cut into one file per layer: the same tests)
-PARITY_SUITE = ["embeddings", "attention", "shared_layer", "pooler", "pretraining_and_classifier_heads", "modeling", "heads"]
-
-
-def test_layer_parity_holds_with_the_kernels_off(library):
-    """The parity suites again, in a process where every layer is built without the kernels."""
-    env = dict(os.environ, ALBERT_MIN_KERNELS="off")
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           *(f"tests/model/test_{name}.py" for name in PARITY_SUITE)],
-                          cwd=ROOT, env=env, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stdout[-3000:]
-    assert " passed" in proc.stdout.strip().splitlines()[-1]

@@ -347,16 +347,19 @@ def test_a_model_without_mindspores_dropout_keeps_its_compiled_step_across_saves
     monkeypatch.setenv("ALBERT_MIN_KERNELS", kernels)
     if kernels == "on" and albert_kernels.library() is None:
         pytest.skip("the kernels cannot be built here")
+
+    def model(config):                                     # as the Trainer has it: accelerated
+        return albert_kernels.accelerate(AlbertForPreTraining(config))
     sizes = dict(vocab_size=40, embedding_size=8, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
                  intermediate_size=24)
-    assert uses_dropout(AlbertForPreTraining(AlbertConfig(**sizes)))
-    assert reseeds_by_recompiling(AlbertForPreTraining(AlbertConfig(**sizes))) == (kernels == "off")
+    assert uses_dropout(model(AlbertConfig(**sizes)))
+    assert reseeds_by_recompiling(model(AlbertConfig(**sizes))) == (kernels == "off")
     quiet = AlbertConfig(**sizes, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, classifier_dropout_prob=0.0)
-    assert not uses_dropout(AlbertForPreTraining(quiet)) and not reseeds_by_recompiling(AlbertForPreTraining(quiet))
+    assert not uses_dropout(model(quiet)) and not reseeds_by_recompiling(model(quiet))
     from types import SimpleNamespace
     for config, kept in ((quiet, True), (AlbertConfig(**sizes), kernels == "on")):
         compiled = object()
-        trainer = SimpleNamespace(model=AlbertForPreTraining(config), train_step=compiled, loss_scaler=None,
+        trainer = SimpleNamespace(model=model(config), train_step=compiled, loss_scaler=None,
                                   parallel=SimpleNamespace(writes=False))   # a worker that does not write
         Trainer.save_state(trainer)
         assert (trainer.train_step is compiled) == kept
