@@ -19,6 +19,10 @@ Rows (ratio = reference seconds / our seconds: above 1 means we are faster):
   clipping, AdamW; batch 64, seq 32); base encoder (batch 32, seq 128) and
   base fine-tuning step (batch 8, seq 128): random ids with padded rows,
   the same weights in both frameworks.
+* base int8 prediction (batch 32, seq 128; skipped by --quick): a random albert-base-sized
+  classifier after ``kernels.quantize_int8`` against transformers' with the same weights after
+  torch's ``quantize_dynamic``, and against our float32 graph ("torch" column: our fp32), built
+  by benchmarks/int8_speed.py; peak fractions of the int8 peak (our fp32: of the fp32 peak).
 
 Each timing is the median of --repeats runs, ours and the reference
 alternating, so both see the same machine load (printed with ``uptime``).
