@@ -48,26 +48,9 @@ def main():
     from albert_min.model import kernels
     use_device("CPU", cpu_setup=kernels.prepare_cpu)
     from albert_min.model.config import AlbertConfig
-    from albert_min.model.heads import AlbertForSequenceClassification
-    from albert_min.tasks.prediction_engine import dynamic_graph
-    from encoder_throughput import make_inputs
 
-    config = AlbertConfig.preset(args.config)
-    config.num_labels = 2
-    ms.set_seed(0)
-    plain = kernels.accelerate(AlbertForSequenceClassification(config))   # float32: the compiled kernels
-    plain.set_train(False)
-    quantized = kernels.accelerate(AlbertForSequenceClassification(config))
-    for source, target in zip(plain.get_parameters(), quantized.get_parameters()):
-        target.set_data(source.data.copy())
-    report = kernels.quantize_int8(quantized)
-    if report.reason:
-        sys.exit(f"error: int8 cannot run here: {report.reason}")
-    arrays = make_inputs(config, args.batch, args.seq)[:3]
-    inputs = [ms.Tensor(x) for x in arrays]
-    forwards = {"float32": dynamic_graph(plain), "int8": dynamic_graph(quantized)}
-    if args.torch:
-        forwards["torch int8"] = torch_quantized(config, plain, arrays, args.torch_threads)
+    forwards, inputs, report = int8_forwards(AlbertConfig.preset(args.config), args.batch, args.seq,
+                                             args.torch_threads if args.torch else None)
     logits, times = {}, {name: [] for name in forwards}
     for name, forward in forwards.items():
         logits[name] = as_numpy(forward(*inputs))           # compile, warm up
@@ -97,6 +80,34 @@ def main():
                   f"largest difference {np.abs(a - b).max():.2e}")
     print(f"Dense layers: {report.cells} quantized, {report.int8_bytes / 1e6:.2f} MB int8 against "
           f"{report.float32_bytes / 1e6:.2f} MB float32 ({report.float32_bytes / report.int8_bytes:.2f}x smaller)")
+
+
+def int8_forwards(config, batch, seq, torch_threads=None):
+    """The models this benchmark times, as callables of the input tensors (``forward(*inputs)`` ->
+    logits, a Tensor or numpy): ``{"float32": ..., "int8": ...}`` (and ``"torch int8"`` with
+    ``torch_threads``), all with the same random weights; returns (forwards, inputs, the
+    ``quantize_int8`` report). ``config`` gets 2 labels; the process's device must be set."""
+    import mindspore as ms
+    from albert_min.model import kernels
+    from albert_min.model.heads import AlbertForSequenceClassification
+    from albert_min.tasks.prediction_engine import dynamic_graph
+    from encoder_throughput import make_inputs
+    config.num_labels = 2
+    ms.set_seed(0)
+    plain = kernels.accelerate(AlbertForSequenceClassification(config))   # float32: the compiled kernels
+    plain.set_train(False)
+    quantized = kernels.accelerate(AlbertForSequenceClassification(config))
+    for source, target in zip(plain.get_parameters(), quantized.get_parameters()):
+        target.set_data(source.data.copy())
+    report = kernels.quantize_int8(quantized)
+    if report.reason:
+        sys.exit(f"error: int8 cannot run here: {report.reason}")
+    arrays = make_inputs(config, batch, seq)[:3]
+    inputs = [ms.Tensor(x) for x in arrays]
+    forwards = {"float32": dynamic_graph(plain), "int8": dynamic_graph(quantized)}
+    if torch_threads is not None:
+        forwards["torch int8"] = torch_quantized(config, plain, arrays, torch_threads)
+    return forwards, inputs, report
 
 
 def as_numpy(output):

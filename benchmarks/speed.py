@@ -19,6 +19,10 @@ Rows (ratio = reference seconds / our seconds: above 1 means we are faster):
   clipping, AdamW; batch 64, seq 32); base encoder (batch 32, seq 128) and
   base fine-tuning step (batch 8, seq 128): random ids with padded rows,
   the same weights in both frameworks.
+* base int8 prediction (batch 32, seq 128; skipped by --quick): a random albert-base-sized
+  classifier after ``kernels.quantize_int8`` against transformers' with the same weights after
+  torch's ``quantize_dynamic``, and against our float32 graph ("torch" column: our fp32), built
+  by benchmarks/int8_speed.py; peak fractions of the int8 peak (our fp32: of the fp32 peak).
 
 Each timing is the median of --repeats runs, ours and the reference
 alternating, so both see the same machine load (printed with ``uptime``).
@@ -224,8 +228,9 @@ def step_pair(config, batch, seq, train):
     import transformers
     from albert_min.model.modeling import AlbertModel
     from albert_min.model.heads import AlbertForSequenceClassification
-    from albert_min.training.step import linear_warmup_decay, make_optimizer, make_train_step
+    from albert_min.training.step import linear_warmup_decay, make_optimizer, make_train_step, quiet_recompile_warning
     from mindspore import ops
+    quiet_recompile_warning()   # each train-step row builds its own "train_step": compiling it again is the point
     inputs = make_inputs(config, batch, seq, seed=1 if train else 0)
     ms.set_seed(0)
     from albert_min.model import kernels
@@ -283,11 +288,87 @@ def throughput_rows(args, rows, name, config, batch, seq, train):
                  "gflop": flops / 1e9, "seconds": {"ours": s_ours, "reference": s_ref}})
 
 
-# Issue 29's and 38's goals (ratio = torch's time / ours).
-GOALS = {"python evaluate.py whole process": 3.0,
-         "evaluate.py end to end, cold cache": 0.5, "evaluate.py end to end, warm cache": 0.5,
+# ------------------------------------------------------------------------ int8
+INT8_BATCH, INT8_SEQ = 32, 128          # issue 43's shape for the int8 goals
+INT8_ROWS = (f"base int8 predict vs torch int8, batch {INT8_BATCH}, seq {INT8_SEQ}",
+             f"base int8 predict vs our fp32, batch {INT8_BATCH}, seq {INT8_SEQ}")
+
+
+def int8_rows(args, rows):
+    """Steady-state prediction of a random albert-base-sized classifier after ``kernels.quantize_int8``
+    against the same HF model after torch's ``quantize_dynamic`` (at its best thread count) and
+    against our float32 graph (benchmarks/int8_speed.py builds all three), timed alternately."""
+    import torch
+    from albert_min.model.config import AlbertConfig
+    from int8_speed import as_numpy, int8_forwards
+    config = AlbertConfig.preset("base")
+    forwards, inputs, _ = int8_forwards(config, INT8_BATCH, INT8_SEQ, args.torch_threads[0])
+
+    def run(name, threads=None):
+        def call():
+            if threads is not None:
+                torch.set_num_threads(threads)
+            as_numpy(forwards[name](*inputs))
+        return call
+
+    timed = {"int8": run("int8"), "float32": run("float32"),
+             **{n: run("torch int8", n) for n in args.torch_threads}}
+    seconds = median_alternating(timed, args.repeats)
+    best = min(args.torch_threads, key=lambda n: seconds[n])
+    flops = encoder_flops(config, [INT8_SEQ] * INT8_BATCH) / 1e9
+    for what, reference, threads, dtypes in ((INT8_ROWS[0], seconds[best], best, ("int8", "int8")),
+                                             (INT8_ROWS[1], seconds["float32"], "ours fp32", ("int8", "fp32"))):
+        if args.only in what:
+            rows.append({"what": what, "unit": "sent/s", "ours": INT8_BATCH / seconds["int8"],
+                         "reference": INT8_BATCH / reference, "ratio": reference / seconds["int8"],
+                         "torch_threads": threads, "gflop": flops, "dtypes": dict(zip(("ours", "reference"), dtypes)),
+                         "seconds": {"ours": seconds["int8"], "reference": reference}})
+
+
+def median_alternating(timed, repeats):
+    """{name: median seconds} of the zero-argument callables ``timed`` ({name: callable}), run in turn
+    ``repeats`` times after one warm-up call each, so that all see the same load."""
+    for fn in timed.values():
+        fn()
+    times = {name: [] for name in timed}
+    for _ in range(repeats):
+        for name, fn in timed.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    return {name: float(np.median(t)) for name, t in times.items()}
+
+
+# Issue 29's, 38's and 43's goals (ratio = the reference's time / ours).
+GOALS = {"python evaluate.py whole process, cold": 2.5, "python evaluate.py whole process, warm": 3.0,
+         "python train.py whole process": 1.0,
+         "evaluate.py end to end, cold cache": 0.5, "evaluate.py end to end, warm cache": 0.8,
          "evaluate steady state (2nd predict)": 1.0, "sst2-small train step": 1.0,
-         "base fine-tuning step": 1.0, "base encoder": 1.2, "sst2-small encoder": 1.2}
+         "base fine-tuning step": 1.0, "base encoder": 1.2, "sst2-small encoder": 1.2,
+         INT8_ROWS[0]: 1.3, INT8_ROWS[1]: 2.0}
+
+
+# The row groups main() runs, in order: (row names, function(args, rows) appending the rows that
+# args.only selects, base-sized: skipped by --quick). A new row (e.g. a bf16 train step) is one
+# entry here and its goal in GOALS.
+def _throughput(name, config, batch, seq, train):
+    def rows_of(args, rows):
+        from albert_min.model.config import AlbertConfig
+        shape = (AlbertConfig.from_json_file(os.path.join(MODEL, "config.json")) if config == "sst2-small"
+                 else AlbertConfig.preset(config))
+        throughput_rows(args, rows, name, shape, batch, seq, train)
+    return (f"{name}, batch {batch}, seq {seq}",), rows_of, config != "sst2-small"
+
+
+ROW_GROUPS = [
+    (("evaluate.py end to end, cold cache", "evaluate.py end to end, warm cache",
+      "evaluate steady state (2nd predict)"), lambda args, rows: evaluate_rows(args, rows), False),
+    _throughput("sst2-small encoder", "sst2-small", 64, 32, train=False),
+    _throughput("sst2-small train step", "sst2-small", 64, 32, train=True),
+    _throughput("base encoder", "base", 32, 128, train=False),
+    _throughput("base fine-tuning step", "base", 8, 128, train=True),
+    (INT8_ROWS, int8_rows, True),
+]
 
 
 PEAK_NAMES = {"fp32": "fp32 dnnl_sgemm", "bf16": "bf16 dnnl_gemm_bf16bf16f32", "int8": "int8 dnnl_gemm_u8s8s32",
@@ -316,29 +397,23 @@ def main():
     import mindspore as ms
     import torch
     from albert_min.model import kernels
-    from albert_min.model.config import AlbertConfig
     from albert_min.common.device import cpu_threads, use_device
     use_device("CPU", cpu_threads=args.ms_threads or None, cpu_setup=kernels.prepare_cpu)
     args.ms_threads = cpu_threads()
     args.torch_threads = [int(n) for n in args.torch_threads.split(",")]
     load = os.getloadavg()
     rows = []
-    small = AlbertConfig.from_json_file(os.path.join(MODEL, "config.json"))
-    if any(args.only in name for name in ("evaluate.py end to end", "evaluate steady state")):
-        evaluate_rows(args, rows)
-    throughput_rows(args, rows, "sst2-small encoder", small, 64, 32, train=False)
-    throughput_rows(args, rows, "sst2-small train step", small, 64, 32, train=True)
-    if not args.quick:
-        base = AlbertConfig.preset("base")
-        throughput_rows(args, rows, "base encoder", base, 32, 128, train=False)
-        throughput_rows(args, rows, "base fine-tuning step", base, 8, 128, train=True)
+    for names, add_rows, base_sized in ROW_GROUPS:
+        if any(args.only in name for name in names) and not (args.quick and base_sized):
+            add_rows(args, rows)
     peaks = machine_peaks(repeats=5, shapes=SMALL_SHAPES if args.gemm_shapes == "small" else SHAPES)
     for row in rows:
         row["goal"] = goal_of(row["what"])
         # matmul GFLOP/s achieved, as a fraction of the machine's peak for the row's dtype (fp32 unless
         # the row says bf16 or int8), at its best thread count
-        peak = max(peaks[row.get("dtype", "fp32")].values())
-        row["peak_fraction"] = {who: row["gflop"] / sec / peak for who, sec in row.pop("seconds").items()}
+        dtypes = row.get("dtypes", {})
+        row["peak_fraction"] = {who: row["gflop"] / sec / max(peaks[dtypes.get(who, row.get("dtype", "fp32"))].values())
+                                for who, sec in row.pop("seconds").items()}
     from whole_process import whole_process_rows
     processes = []
     whole_process_rows(args, processes)
