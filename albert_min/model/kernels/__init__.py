@@ -14,7 +14,9 @@ layers built inside it (a model exported to MindIR); they are used on CPU only
 (``albert_min.common.device``).
 
 ``quantize_int8(model)`` (``int8.py``, ``int8.cc``) is a step applied to a built model for
-prediction: its Dense layers in int8, each weight quantized once.
+prediction: its Dense layers in int8, each weight quantized once. ``use_bf16_gemms(model)``
+(``bf16.py``, ``bf16.cc``) is one for training (``train.py --amp bf16``): its matrix products from
+bfloat16 operands, everything else float32.
 
 Layer: ``albert_min.model``, above ``common`` (the layers: ``albert_min/__init__.py``).
 """
@@ -31,6 +33,7 @@ from ...common.errors import os_error_text
 from .build import KernelBuildError, library_path
 from .philox_dropout import DropoutWithKernels
 from .int8 import DenseInt8, Int8Error, Int8Report, quantize_int8
+from .bf16 import FUNCTIONS as BF16_FUNCTIONS, BatchMatMulBf16, Bf16Report, LinearBf16, use_bf16_gemms, uses_bf16_gemms
 from .layers import (Activation, BatchMatMul, BatchMatMulWithKernels, GeluNewWithKernels, LayerNorm,
                      LayerNormWithKernels, Linear, LinearWithKernels, Softmax, SoftmaxWithKernels, SwapMiddleAxes,
                      SwapMiddleAxesWithKernels)
@@ -41,7 +44,7 @@ _LIBRARY = {}      # compile-cache root -> library path, or None where it could 
 FUNCTIONS = ("dense_forward", "dense_backward", "layer_norm_forward", "layer_norm_backward", "softmax_backward",
              "gelu_new_forward", "gelu_new_backward", "batch_matmul_nn", "batch_matmul_nt", "batch_matmul_tn",
              "swap_middle_axes", "dropout_apply", "set_kernel_threads", "flush_denormals",
-             "dense_int8_forward", "int8_available")
+             "dense_int8_forward", "int8_available", *BF16_FUNCTIONS)
 
 
 def usable_cpus():
@@ -206,7 +209,8 @@ def use_mindspore_ops(model):
     input to float32 and back, and its masks do not depend on MindSpore's thread count."""
     plain = {LinearWithKernels: lambda c: Linear(), LayerNormWithKernels: lambda c: LayerNorm(c.eps),
              SoftmaxWithKernels: lambda c: Softmax(), BatchMatMulWithKernels: lambda c: BatchMatMul(c.transpose_b),
-             GeluNewWithKernels: lambda c: Activation(c.fn), SwapMiddleAxesWithKernels: lambda c: SwapMiddleAxes()}
+             GeluNewWithKernels: lambda c: Activation(c.fn), SwapMiddleAxesWithKernels: lambda c: SwapMiddleAxes(),
+             LinearBf16: lambda c: Linear(), BatchMatMulBf16: lambda c: BatchMatMul(c.transpose_b)}
     for _, cell in list(model.cells_and_names()):
         for name, child in list(cell.name_cells().items()):
             if type(child) in plain:
@@ -231,4 +235,4 @@ def activation(name, fn):
 __all__ = ["KernelBuildError", "enabled", "mindspore_ops", "library", "built", "linear", "layer_norm", "softmax",
            "batch_matmul", "swap_middle_axes", "activation", "dropout", "uses_kernels", "prepare_cpu", "flush_denormals",
            "set_kernel_threads", "use_mindspore_ops", "quantize_int8", "DenseInt8", "Int8Error",
-           "Int8Report"]
+           "Int8Report", "use_bf16_gemms", "uses_bf16_gemms", "Bf16Report"]
