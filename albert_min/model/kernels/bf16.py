@@ -88,7 +88,8 @@ def has_bf16_gemm(path):
 def unavailable(path):
     """Why bf16 products cannot run with the kernels' library at ``path`` (None: not built), or None if they can."""
     if not path:
-        return "the compiled kernels are not in use (see the line above, ALBERT_MIN_KERNELS or --device)"
+        return ("the compiled kernels are not in use: ALBERT_MIN_KERNELS=off, a device other than CPU, or not built "
+                "(a line above says why)")
     if not has_bf16_gemm(path):
         return ("the kernels were built without oneDNN's dnnl_gemm_bf16bf16f32 "
                 "(mindspore/lib/libdnnl.so.3 missing or without it)")
