@@ -201,24 +201,25 @@ extern "C" int batch_matmul_tn_bf16(int nparam, void **params, int *ndims, int64
   return batched_gemm('T', 'N', params, ndims, shapes);
 }
 
-// Output shapes for the graph compiler (forward.cc's, under these kernels' names).
-extern "C" std::vector<int64_t> dense_forward_bf16InferShape(int *ndims, int64_t **shapes, void *extra) {
-  if (ndims[0] > 0 && shapes[0][0] == -2) return {-2};     // unknown rank
+// Output shapes for the graph compiler (forward.cc's, under these kernels' names): the first input's
+// shape with its last dimension ``last`` ([-2]: an unknown rank stays unknown).
+namespace {
+std::vector<int64_t> first_with_last(int *ndims, int64_t **shapes, int64_t last) {
+  if (ndims[0] > 0 && shapes[0][0] == -2) return {-2};
   std::vector<int64_t> out(shapes[0], shapes[0] + ndims[0]);
-  out.back() = shapes[1][0];                                // x (..., K), W (N, K) -> (..., N)
+  out.back() = last;
   return out;
+}
+}  // namespace
+
+extern "C" std::vector<int64_t> dense_forward_bf16InferShape(int *ndims, int64_t **shapes, void *extra) {
+  return first_with_last(ndims, shapes, shapes[1][0]);              // x (..., K), W (N, K) -> (..., N)
 }
 
 extern "C" std::vector<int64_t> batch_matmul_nn_bf16InferShape(int *ndims, int64_t **shapes, void *extra) {
-  if (ndims[0] > 0 && shapes[0][0] == -2) return {-2};
-  std::vector<int64_t> out(shapes[0], shapes[0] + ndims[0]);
-  out.back() = shapes[1][ndims[1] - 1];                     // a (..., M, K), b (..., K, N) -> (..., M, N)
-  return out;
+  return first_with_last(ndims, shapes, shapes[1][ndims[1] - 1]);   // a (..., M, K), b (..., K, N) -> (..., M, N)
 }
 
 extern "C" std::vector<int64_t> batch_matmul_nt_bf16InferShape(int *ndims, int64_t **shapes, void *extra) {
-  if (ndims[0] > 0 && shapes[0][0] == -2) return {-2};
-  std::vector<int64_t> out(shapes[0], shapes[0] + ndims[0]);
-  out.back() = shapes[1][ndims[1] - 2];                     // a (..., M, K), b (..., N, K) -> (..., M, N)
-  return out;
+  return first_with_last(ndims, shapes, shapes[1][ndims[1] - 2]);   // a (..., M, K), b (..., N, K) -> (..., M, N)
 }
