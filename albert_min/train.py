@@ -49,8 +49,8 @@ from albert_min.common.device import add_device_flag  # noqa: E402
 from albert_min.common.errors import AlbertMinError, os_error_text  # noqa: E402
 from albert_min.training.run_config import ResumeError, RunConfig, flag_name, from_flat  # noqa: E402
 from albert_min.tasks import REGISTRY, TASK_ALIASES, TASK_NAMES, get_task, infer_task, task_name  # noqa: E402
-from albert_min.training.config import (AMP_DTYPES, AMP_LEVELS, OPTIMIZERS, REPORT_TO, WEIGHTS_FORMATS,  # noqa: E402
-                                        TrainingConfig, needs_loss_scale)
+from albert_min.training.config import (AMP_DTYPES, AMP_LEVELS, BF16_GEMMS, OPTIMIZERS, REPORT_TO,  # noqa: E402
+                                        WEIGHTS_FORMATS, TrainingConfig, needs_loss_scale)
 
 SIZE_FLAGS = ("embedding_size", "hidden_size", "layers", "heads", "intermediate_size", "sharing")
 PRETRAINING = tuple(name for name, (module, _, _) in REGISTRY.items() if module == "pretraining.task")
@@ -107,7 +107,9 @@ def build_parser(parser_class=argparse.ArgumentParser):
     p.add_argument("--max-grad-norm", type=num.positive_float, default=cfg.max_grad_norm, help="global-norm clip")
     p.add_argument("--amp", choices=AMP_LEVELS, default=cfg.amp,
                    help="mixed precision (mindspore.amp.auto_mixed_precision): O1 matmuls, O2/O3 every layer in "
-                        "--amp-dtype; LayerNorm and softmax stay float32, and so do the weights (docs/training.md)")
+                        "--amp-dtype; LayerNorm and softmax stay float32, and so do the weights. bf16 (CPU): the "
+                        "compiled kernels' matrix products from bfloat16 operands, all else float32 "
+                        "(docs/training.md)")
     p.add_argument("--amp-dtype", choices=AMP_DTYPES, default=cfg.amp_dtype,
                    help="the low-precision dtype of --amp; float16 adds a dynamic loss scale (overflowing steps "
                         "are skipped and counted in the log)")
@@ -190,8 +192,11 @@ def check_amp_flags(p, args, given):
     the saved run's --amp."""
     if args.resume and "amp" not in given:
         return
-    if args.amp == "O0":
+    if args.amp in ("O0", BF16_GEMMS):
         named = [flag_name(k) for k in ("amp_dtype", "loss_scale") if k in given]
+        if named and args.amp == BF16_GEMMS:
+            p.error(f"{' and '.join(named)}: --amp bf16 computes in bfloat16 with no loss scale; they are for "
+                    "--amp O1, O2 or O3")
         if named:
             p.error(f"{' and '.join(named)}: mixed precision is off (--amp O0); add --amp O1, O2 or O3")
     elif "loss_scale" in given and not needs_loss_scale(args.amp, args.amp_dtype):

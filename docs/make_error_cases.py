@@ -451,6 +451,12 @@ def issue_28_devices(add, train, evaluate):
     add("28i", "train --amp O1 --amp-dtype bfloat16 --loss-scale 64",
         train(p("28i", "out"), "--amp", "O1", "--amp-dtype", "bfloat16", "--loss-scale", "64"),
         expect="usage", names=["--loss-scale", "bfloat16"], check=ends_listing(p("28i", mkdir=True), []))
+    add("43.4a", "train --amp bf16 --amp-dtype float16 (bf16 GEMMs take no dtype)",
+        train(p("43.4a", "out"), "--amp", "bf16", "--amp-dtype", "float16"),
+        expect="usage", names=["--amp-dtype", "--amp bf16"], check=ends_listing(p("43.4a", mkdir=True), []))
+    add("43.4b", "ALBERT_MIN_KERNELS=off train --amp bf16 (bf16 GEMMs are the kernels')",
+        train(p("43.4b", "out"), "--amp", "bf16"), env={"ALBERT_MIN_KERNELS": "off"}, expect="error",
+        names=["--amp bf16", "compiled kernels"], check=ends_listing(p("43.4b", mkdir=True), []))
 
 
 # ------------------------------------------------------------------ issue 36 (part B): damaged files, long texts

@@ -15,14 +15,17 @@ from ..common.errors import AlbertMinError
 
 OPTIMIZERS = ("adamw", "lamb")
 WEIGHTS_FORMATS = ("ckpt", "safetensors")   # the model folder's model.ckpt or model.safetensors (checkpoint.FORMATS)
-AMP_LEVELS = ("O0", "O1", "O2", "O3")      # mindspore.amp.auto_mixed_precision's levels (training.mixed_precision)
+# mindspore.amp.auto_mixed_precision's levels, and bf16: albert_min's CPU kernels multiplying bfloat16 operands,
+# everything else float32 (training.mixed_precision, model.kernels.bf16)
+AMP_LEVELS = ("O0", "O1", "O2", "O3", "bf16")
+BF16_GEMMS = "bf16"
 AMP_DTYPES = ("float16", "bfloat16")
 
 
 def needs_loss_scale(level: str, dtype: str) -> bool:
     """float16 has 5 exponent bits: small gradients underflow and large ones overflow without a
     loss scale. bfloat16 has float32's range and needs none."""
-    return level != "O0" and dtype == "float16"
+    return level not in ("O0", BF16_GEMMS) and dtype == "float16"
 
 
 # May differ on --resume: they extend (or shorten) the run's budget, or only change what is shown.
@@ -54,7 +57,7 @@ class TrainingConfig:
     seed: int = 42                         # batch order, dropout masks (and, in train.py, weights and tokenizer)
     use_jit: bool = True                   # compile the train step to a graph (False: PyNative)
     format: str = "ckpt"                   # the model folder's weights: model.ckpt or MindSpore's model.safetensors
-    amp: str = "O0"                        # mixed precision level (training.mixed_precision): O0 (off), O1, O2, O3
+    amp: str = "O0"                        # mixed precision (training.mixed_precision): O0 (off), O1, O2, O3, bf16
     amp_dtype: str = "float16"             # the low dtype under --amp O1-O3: float16 (loss-scaled) or bfloat16
     loss_scale: float = 2.0 ** 16          # float16 only: the dynamic loss scale's starting value
     quiet: bool = False                    # no progress bars

@@ -16,8 +16,14 @@ albert_min's LayerNorm cell is not, so O2 and O3 would otherwise run it in float
 eps 1e-12, which is 0 in float16). So O2 and O3 train the same network here. The parameters
 (the master weights) stay float32 and the gradients reach the optimizer in float32; the low
 dtype exists only inside the forward and backward passes. The compiled CPU kernels
-(albert_min.model.kernels) compute in float32 only, so under AMP the layers use MindSpore's own ops
+(albert_min.model.kernels) compute in float32, so under O1-O3 the layers use MindSpore's own ops
 (``kernels.use_mindspore_ops``).
+
+- bf16 (CPU only): the compiled kernels stay, and their matrix products (Dense layers forward and
+  backward, attention's products) multiply bfloat16 operands with float32 accumulation
+  (``kernels.use_bf16_gemms``); everything else, the weights and every tensor between layers stay
+  float32. MindSpore's CPU kernels have no bfloat16 (``CPU_UNSUPPORTED``): this is the bfloat16
+  training that runs on CPU.
 
 Layer: ``albert_min.training``, above ``tasks`` (the layers: ``albert_min/__init__.py``).
 """
@@ -29,7 +35,7 @@ from mindspore import amp
 
 from ..model import kernels
 from ..common.errors import AlbertMinError
-from .config import needs_loss_scale  # noqa: F401  (here since mixed precision began; config.py: no MindSpore)
+from .config import BF16_GEMMS, needs_loss_scale  # noqa: F401  (needs_loss_scale: here since mixed precision began)
 
 # The dynamic loss scale of float16 training: it starts at TrainingConfig.loss_scale (2**16), is halved
 # on every step whose gradients overflow (the step is skipped) and doubled after SCALE_WINDOW steps in a
@@ -45,13 +51,22 @@ class MixedPrecisionError(AlbertMinError):
 def check_device(level: str, dtype: str, device: str):
     """MixedPrecisionError naming the flag when ``device``'s kernels cannot run ``dtype`` (see
     docs/training.md, "Mixed precision", for what was measured on CPU)."""
+    if level == BF16_GEMMS:
+        if device.upper() != "CPU":
+            raise MixedPrecisionError(f"--amp bf16: bf16 GEMMs are albert_min's CPU kernels, not {device}'s; use "
+                                      "--amp O1 --amp-dtype bfloat16 there")
+        reason = kernels.bf16.unavailable(kernels.library())
+        if reason:
+            raise MixedPrecisionError(f"--amp bf16: {reason}; train in float32 (no --amp)")
+        return
     if level == "O0" or device.upper() != "CPU":
         return
     unsupported = CPU_UNSUPPORTED.get(dtype)
     if unsupported:
+        instead = ("--amp bf16 (bfloat16 matrix products in albert_min's kernels) or --amp-dtype float16"
+                   if dtype == "bfloat16" else "--amp-dtype bfloat16")
         raise MixedPrecisionError(f"--amp {level} --amp-dtype {dtype}: MindSpore {ms.__version__}'s CPU kernels "
-                                  f"do not run {dtype} ({unsupported}); use --amp-dtype "
-                                  f"{'float16' if dtype == 'bfloat16' else 'bfloat16'} on CPU, or this setting "
+                                  f"do not run {dtype} ({unsupported}); use {instead} on CPU, or this setting "
                                   "on GPU/Ascend")
 
 
@@ -100,14 +115,20 @@ def _mark(model, level, dtype):
 
 
 def mixed_precision_network(model, level: str, dtype: str):
-    """``model`` run at AMP ``level`` (O0-O3) in ``dtype`` ("float16", "bfloat16"): the network
-    the train step calls.
+    """``model`` run at AMP ``level`` (O0-O3) in ``dtype`` ("float16", "bfloat16"), or with bf16 GEMMs
+    (``level`` "bf16", ``dtype`` ignored): the network the train step calls.
 
-    ``model`` itself is changed in place (its cells are marked with their precision, and its
-    compiled-kernel layers are swapped for MindSpore's ops); its parameters stay float32 and are
-    the ones the optimizer updates and the checkpoints save. O0 returns ``model`` unchanged.
+    ``model`` itself is changed in place (O1-O3: its cells are marked with their precision, and its
+    compiled-kernel layers are swapped for MindSpore's ops; bf16: its matrix-product cells swapped for
+    bf16 ones); its parameters stay float32 and are the ones the optimizer updates and the checkpoints
+    save. O0 returns ``model`` unchanged.
     """
     if level == "O0":
+        return model
+    if level == BF16_GEMMS:
+        report = kernels.use_bf16_gemms(model, notice=False)
+        if report.reason:           # check_device says so before any work; here for library callers
+            raise MixedPrecisionError(f"--amp bf16: {report.reason}")
         return model
     kernels.use_mindspore_ops(model)
     low = getattr(ms, dtype)
@@ -124,8 +145,8 @@ def mixed_precision_network(model, level: str, dtype: str):
 def float32_forward(model, level: str, dtype: str):
     """Run ``model`` in float32 inside the block: the dev evaluation during training scores the
     float32 model the checkpoints hold, as evaluate.py will: ``model``'s cells are marked float32
-    meanwhile, and marked back after."""
-    if level == "O0":
+    meanwhile, and marked back after. bf16's cells compute in float32 in prediction by themselves."""
+    if level in ("O0", BF16_GEMMS):
         yield
         return
     model.to_float(ms.float32)

@@ -37,7 +37,8 @@ STATE_SCHEMA = {
 }
 RECORD_SCHEMA = {"step": Field(int, low=0, high=1 << 40)}
 CPU_SCHEMA = {"threads": Field(int, low=1, high=256),   # MindSpore's CPU kernel threads (device.default_cpu_threads)
-              "kernels": Field(bool)}                 # albert_min.model.kernels' layers and dropout, or MindSpore's ops
+              "kernels": Field(bool),                 # albert_min.model.kernels' layers and dropout, or MindSpore's ops
+              "bf16_gemms": Field(bool, required=False)}   # --amp bf16: matrix products from bfloat16 operands
 LOSS_SCALE_SCHEMA = {"scale": Field(float, low=1.0, high=3.4e38),     # the loss is multiplied by this
                      "counter": Field(int, low=0, high=1 << 31)}      # finite steps since the scale last grew
 
@@ -87,10 +88,18 @@ def check_same_cpu_setup(saved, current, directory):
     """A run trained on CPU resumes only as it ran: with the same MindSpore CPU kernel threads and the
     kernels on or off as before (``saved``, ``current``: ``CPU_SCHEMA`` records, None off CPU or
     unrecorded). The kernels' dropout draws other masks than MindSpore's, and the thread count
-    may change how MindSpore's CPU kernels round: either would silently be another run."""
-    if not saved or not current or saved == current:
+    may change how MindSpore's CPU kernels round: either would silently be another run. So must the
+    matrix products' precision (``bf16_gemms``; absent in older states: float32)."""
+    if not saved or not current:
+        return
+    saved, current = ({"bf16_gemms": False, **record} for record in (saved, current))
+    if saved == current:
         return
     problems = []
+    if saved["bf16_gemms"] != current["bf16_gemms"]:
+        problems.append("the run trained with bf16 matrix products (--amp bf16) and this process computes them in "
+                        "float32" if saved["bf16_gemms"] else
+                        "the run trained with float32 matrix products and this process has bf16 ones (--amp bf16)")
     if saved["kernels"] != current["kernels"]:
         problems.append("the run trained with albert_min's compiled kernels (their dropout masks) and this process "
                         "has MindSpore's ops (ALBERT_MIN_KERNELS=off, or the kernels could not be built); unset "

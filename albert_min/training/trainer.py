@@ -97,6 +97,8 @@ class Trainer:
             self.state.update({"loss_scale": loss_scale_state(self.loss_scaler), "skipped_steps": 0})
         if cpu_threads() is not None and ms.get_context("device_target") == "CPU":   # what a CPU resume must match
             self.state["cpu"] = {"threads": cpu_threads(), "kernels": kernels.uses_kernels(model)}
+            if kernels.uses_bf16_gemms(model):   # --amp bf16 (absent: float32 products, as older states)
+                self.state["cpu"]["bf16_gemms"] = True
 
     def step(self, batch):
         """One optimizer step on ``batch`` (in ``config.grad_accum`` micro-batches); returns the loss.

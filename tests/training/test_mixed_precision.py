@@ -142,7 +142,8 @@ def test_bfloat16_on_cpu_is_one_error_line_before_any_work(tmp_path, capsys):
                     *TINY_MODEL])
     assert str(exit_.value) == ("error: --amp O2 --amp-dtype bfloat16: MindSpore 2.10.0's CPU kernels do not run "
                                 "bfloat16 (MatMul, BatchMatMul, Softmax, Sigmoid and Erf have no bfloat16 CPU "
-                                "kernel); use --amp-dtype float16 on CPU, or this setting on GPU/Ascend")
+                                "kernel); use --amp bf16 (bfloat16 matrix products in albert_min's kernels) or "
+                                "--amp-dtype float16 on CPU, or this setting on GPU/Ascend")
     assert "SentencePiece" not in capsys.readouterr().out and not (tmp_path / "o").exists()
 
 
@@ -160,3 +161,81 @@ def test_amp_flags_that_would_do_nothing_are_refused(tmp_path, capsys, flags, me
     assert exit_.value.code == 2
     assert capsys.readouterr().err.strip().splitlines()[-1].endswith(f": error: {message}")   # prog: error: ...
     assert not (tmp_path / "o").exists()
+
+
+# ------------------------------------------------------------------ --amp bf16: the kernels' bf16 products (CPU)
+# 50 steps of the tiny model under --amp bf16: every step's loss within this of float32's (measured on CPU:
+# max |difference| 8.8e-4).
+BF16_LOSS_TOLERANCE = 5e-3
+
+
+@pytest.fixture(scope="module")
+def bf16_library(library):
+    from albert_min.model.kernels import bf16
+    if not bf16.has_bf16_gemm(library):
+        pytest.skip("MindSpore's oneDNN lacks dnnl_gemm_bf16bf16f32 here")
+    return library
+
+
+def test_fifty_bf16_steps_track_the_float32_loss_and_save_float32(tmp_path, bf16_library):
+    reference, _ = train_steps(tmp_path, "float32")
+    state, checkpoints = train_steps(tmp_path, "bf16", "--amp", "bf16")
+    full, mixed = np.array(reference["epoch_losses"]), np.array(state["epoch_losses"])
+    assert len(full) == len(mixed) == 50
+    print(f"bf16: max |loss difference| {np.abs(mixed - full).max():.2e}")
+    assert np.abs(mixed - full).max() < BF16_LOSS_TOLERANCE
+    assert not np.array_equal(mixed, full)    # it did multiply in bfloat16
+    assert_float32(checkpoints)
+    assert state["cpu"]["bf16_gemms"] is True and "bf16_gemms" not in reference["cpu"]
+    assert state["settings"]["training"]["amp"] == "bf16" and "loss_scale" not in state
+
+
+def test_resuming_a_bf16_run_repeats_it_exactly(tmp_path, bf16_library):
+    """--max-minutes tiny stops the run after its first step, --resume finishes it (--amp bf16 from the
+    saved settings): the same weights, moments and losses as one run, dropout on (the kernels' masks)."""
+    dropout = ["--dropout", "0.1"]
+    whole_state, whole = train_steps(tmp_path, "whole", "--amp", "bf16", *dropout, steps=12)
+    train_steps(tmp_path, "parts", "--amp", "bf16", *dropout, "--max-minutes", "1e-6", steps=12)
+    assert json.load(open(tmp_path / "parts.state" / "state.json"))["step"] == 1
+    train.main(["--output", str(tmp_path / "parts"), "--resume"])
+    parts_state = json.load(open(tmp_path / "parts.state" / "state.json"))
+    parts = [read_checkpoint(str(tmp_path / f)) for f in ("parts/model.ckpt", "parts.state/model.ckpt",
+                                                          "parts.state/optimizer.ckpt")]
+    for key in ("step", "epoch_losses", "cpu"):
+        assert parts_state[key] == whole_state[key], key
+    for a, b in zip(whole, parts):
+        assert sorted(a) == sorted(b)
+        for name in a:
+            assert np.array_equal(a[name], b[name]), name
+
+
+def test_bf16_without_the_gemm_is_one_error_line_before_any_work(tmp_path, capsys, monkeypatch, library):
+    from albert_min.model.kernels import bf16
+    monkeypatch.setattr(bf16, "has_bf16_gemm", lambda path: False)
+    tsv = sentiment_tsv(tmp_path / "train.tsv", 32, seed=0)
+    with pytest.raises(SystemExit) as exit_:
+        train.main(["--train", tsv, "--output", str(tmp_path / "o"), "--amp", "bf16", *TINY_MODEL])
+    assert str(exit_.value) == ("error: --amp bf16: the kernels were built without oneDNN's dnnl_gemm_bf16bf16f32 "
+                                "(mindspore/lib/libdnnl.so.3 missing or without it); train in float32 (no --amp)")
+    assert "SentencePiece" not in capsys.readouterr().out and not (tmp_path / "o").exists()
+
+
+def test_a_bf16_state_resumes_only_with_bf16_products():
+    from albert_min.model.folder import CheckpointError
+    from albert_min.training.state import check_same_cpu_setup
+    check_same_cpu_setup({"threads": 1, "kernels": True, "bf16_gemms": True},
+                         {"threads": 1, "kernels": True, "bf16_gemms": True}, "s")
+    check_same_cpu_setup({"threads": 1, "kernels": True, "bf16_gemms": False}, {"threads": 1, "kernels": True}, "s")
+    with pytest.raises(CheckpointError, match=r"^s/state.json: the run trained with bf16 matrix products "
+                                              r"\(--amp bf16\) and this process computes them in float32"):
+        check_same_cpu_setup({"threads": 1, "kernels": True, "bf16_gemms": True}, {"threads": 1, "kernels": True}, "s")
+
+
+@pytest.mark.parametrize("flags", [["--amp-dtype", "bfloat16"], ["--loss-scale", "64"]])
+def test_bf16_flags_that_would_do_nothing_are_refused(tmp_path, capsys, flags):
+    tsv = sentiment_tsv(tmp_path / "train.tsv", 32, seed=0)
+    with pytest.raises(SystemExit) as exit_:
+        train.main(["--train", tsv, "--output", str(tmp_path / "o"), "--amp", "bf16", *flags, *TINY_MODEL])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].endswith(
+        f": error: {flags[0]}: --amp bf16 computes in bfloat16 with no loss scale; they are for --amp O1, O2 or O3")

@@ -12,7 +12,9 @@ a device other than the CPU (``albert_min.common.device``). A model exported to 
 accelerated. ``use_mindspore_ops(model)`` swaps the kernels back out (mixed precision).
 
 ``quantize_int8(model)`` (``int8.py``, ``int8.cc``) is a step applied to a built model for
-prediction: its Dense layers in int8, each weight quantized once.
+prediction: its Dense layers in int8, each weight quantized once. ``use_bf16_gemms(model)``
+(``bf16.py``, ``bf16.cc``) is one for training (``train.py --amp bf16``): its matrix products from
+bfloat16 operands, everything else float32.
 
 Layer: ``albert_min.model``, above ``common`` (the layers: ``albert_min/__init__.py``); inside it, above
 ``heads`` and ``modeling``, whose cells ``accelerate`` swaps (they import no kernels: ``.importlinter``).
@@ -29,6 +31,7 @@ from .accelerate import (KernelAttention, KernelDense, KernelLayerNorm, KernelML
                          use_mindspore_ops)
 from .philox_dropout import DropoutWithKernels
 from .int8 import DenseInt8, Int8Error, Int8Report, quantize_int8
+from .bf16 import FUNCTIONS as BF16_FUNCTIONS, Bf16Report, use_bf16_gemms, uses_bf16_gemms
 from .layers import (BatchMatMulWithKernels, GeluNewWithKernels, LayerNormWithKernels, LinearWithKernels,
                      SoftmaxWithKernels)
 
@@ -38,7 +41,7 @@ _LIBRARY = {}      # compile-cache root -> library path, or None where it could 
 FUNCTIONS = ("dense_forward", "dense_backward", "layer_norm_forward", "layer_norm_backward", "softmax_backward",
              "gelu_new_forward", "gelu_new_backward", "batch_matmul_nn", "batch_matmul_nt", "batch_matmul_tn",
              "swap_middle_axes", "dropout_apply", "set_kernel_threads", "flush_denormals",
-             "dense_int8_forward", "int8_available")
+             "dense_int8_forward", "int8_available", *BF16_FUNCTIONS)
 
 
 def usable_cpus():
@@ -153,4 +156,5 @@ def uses_kernels(model) -> bool:
 
 __all__ = ["KernelBuildError", "enabled", "library", "built", "accelerate", "uses_kernels", "prepare_cpu",
            "flush_denormals", "set_kernel_threads", "use_mindspore_ops", "quantize_int8", "DenseInt8", "Int8Error",
-           "Int8Report", "KernelDense", "KernelLayerNorm", "KernelAttention", "KernelMLMHead"]
+           "Int8Report", "KernelDense", "KernelLayerNorm", "KernelAttention", "KernelMLMHead",
+           "use_bf16_gemms", "uses_bf16_gemms", "Bf16Report"]

@@ -45,6 +45,7 @@ from ..modeling import AlbertAttention, Dense, LayerNorm, gelu_new
 from .layers import (Activation, BatchMatMul, BatchMatMulWithKernels, GeluNewWithKernels, LayerNormWithKernels,
                      Linear, LinearWithKernels, Softmax, SoftmaxWithKernels, SwapMiddleAxes, SwapMiddleAxesWithKernels)
 from .layers import LayerNorm as LayerNormOp
+from .bf16 import BatchMatMulBf16, LinearBf16
 from .philox_dropout import DropoutWithKernels
 
 
@@ -229,7 +230,8 @@ def use_mindspore_ops(model):
     swap_layers(model, None)
     plain = {LinearWithKernels: lambda c: Linear(), LayerNormWithKernels: lambda c: LayerNormOp(c.eps),
              SoftmaxWithKernels: lambda c: Softmax(), BatchMatMulWithKernels: lambda c: BatchMatMul(c.transpose_b),
-             GeluNewWithKernels: lambda c: Activation(c.fn), SwapMiddleAxesWithKernels: lambda c: SwapMiddleAxes()}
+             GeluNewWithKernels: lambda c: Activation(c.fn), SwapMiddleAxesWithKernels: lambda c: SwapMiddleAxes(),
+             LinearBf16: lambda c: Linear(), BatchMatMulBf16: lambda c: BatchMatMul(c.transpose_b)}
     for _, cell in list(model.cells_and_names()):
         for name, child in list(cell.name_cells().items()):
             if type(child) in plain:

@@ -35,6 +35,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # must be told so, not build a library without its functions. One file a line.
 SOURCES = [os.path.join(HERE, name) for name in [
     "backward.cc",
+    "bf16.cc",
     "dropout.cc",
     "forward.cc",
     "int8.cc",
