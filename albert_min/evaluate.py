@@ -109,8 +109,9 @@ def build_parser():
     tasks = [n for n in TASK_NAMES if n not in ("sop", "nsp", "mlm")]
     p.add_argument("--task", type=task_name, choices=tasks, metavar="TASK",
                    help=f"one of {', '.join(tasks)}: the data's task: a GLUE task, sentence_label (any "
-                        f"sentence<TAB>label TSV; {', '.join(TASK_ALIASES)} still names it), or squad / squad_v2 (a SQuAD .json), race (a RACE split or level folder), conll (a "
-                        "CoNLL-2003 file) (default: from a GLUE folder's name, else sentence_label)")
+                        f"sentence<TAB>label TSV; {', '.join(TASK_ALIASES)} still names it), or squad / squad_v2 "
+                        "(a SQuAD .json), race (a RACE split or level folder), conll (a CoNLL-2003 file) "
+                        "(default: from a GLUE folder's name, else sentence_label)")
     num.add_squad_flags(p, "what train.py used, else {}")
     p.add_argument("--batch-size", type=num.positive_int, default=64,
                    help="examples per forward pass at lengths of 64 and more; shorter buckets take more "

@@ -28,8 +28,9 @@ Data flows through the task in four forms, each made by the method named:
 The Trainer calls ``steps_per_epoch``, ``train_batches``, ``split_batch``, ``loss_fn``,
 ``evaluate`` and ``selection_score``; train.py (albert_min.training.run) also ``read``,
 ``files_read``, ``training_notes``, ``tokenizer_text``, ``configure_model``, ``check_model``
-and ``training_sets``; evaluate.py ``read`` and ``check_model``, then ``prepare``, ``predict``, ``score`` and ``write_predictions``:
-the evaluation path of every family (GLUE's table report reads ``GlueTask.report``'s extras).
+and ``training_sets``; evaluate.py ``read`` and ``check_model``, then ``prepare``, ``predict``,
+``report`` and ``write_predictions``: the evaluation path of every family (GLUE's table shows
+``GlueTask.report``'s confusion matrix).
 """
 
 import dataclasses

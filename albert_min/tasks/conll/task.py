@@ -109,7 +109,7 @@ class ConllTask(Task):
             for idx in prediction_steps.chunks(range(len(prepared.examples)), batch_size):
                 rows = [features.input_ids[i] for i in idx]
                 arrays = prediction_steps.padded(rows, [[0] * len(r) for r in rows], pad_id, prepared.max_length,
-                                           batch_size, use_jit)
+                                                 batch_size, use_jit)
                 logits = prediction_steps.run(forward, arrays)[:len(idx)]                 # (B, S, labels)
                 prediction_steps.check_finite(logits, getattr(prepared.examples, "path", "the sentences"))
                 yield [word_tags(logits[r], features.first_piece[i], names) for r, i in enumerate(idx)]

@@ -42,7 +42,7 @@ class Task:
     folder: str                          # the GLUE release's folder name, e.g. "STS-B"
     text_columns: tuple                  # header names of the one or two text columns
     label_column: Optional[str]          # header name of the label; None for cola (positional)
-    label_names: Optional[tuple]         # label strings in id order; None: regression (stsb) or integers (sentence_label)
+    label_names: Optional[tuple]         # label strings in id order; None: stsb (regression), sentence_label
     metrics: tuple                       # GLUE's metrics; the first one picks the best model in train.py
     index_column: Optional[str] = "index"
     # Whether label 1 is a "positive" class whose precision, recall and F1 mean something (sst2:

@@ -114,8 +114,9 @@ class GlueTask(Task):
     def _logits(self, model, prepared, batch_size, use_jit, progress, cache_dir):
         from ..prediction_engine import predict_encoded_logits
         features = prepared.features
-        logits, _ = predict_encoded_logits(model, features["ids"], features["types"], features["tokenizer"].pad_token_id,
-                                           batch_size, use_jit=use_jit, progress=progress, cache_dir=cache_dir)
+        pad_id = features["tokenizer"].pad_token_id
+        logits, _ = predict_encoded_logits(model, features["ids"], features["types"], pad_id, batch_size,
+                                           use_jit=use_jit, progress=progress, cache_dir=cache_dir)
         prediction_steps.check_finite(logits, prepared.examples.path)
         order = reading.model_label_order(self.spec, model.config.id2label)
         if order is not None:   # the model's output columns -> the task's label ids

@@ -1,7 +1,8 @@
 """RACE: the official release's files -> one sequence per option -> letters and accuracy.
 
 The files are ``reading``'s, the sequences ``features``' (as Google's ``run_race``), the score
-``metric``'s and the letters file ``writing``'s. ``RaceTask`` puts these on the task interface (``task_base.Task``) for train.py and evaluate.py.
+``metric``'s and the letters file ``writing``'s. ``RaceTask`` puts these on the task interface
+(``task_base.Task``) for train.py and evaluate.py.
 """
 
 import random

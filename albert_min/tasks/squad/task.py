@@ -224,8 +224,8 @@ class SquadTask(Task):
         pad_id = windows.tokenizer.pad_token_id
         with prediction_steps.progress_bar(windows.count, "window", progress) as bar:
             for chunk in prediction_steps.chunks(windows, batch_size):
-                arrays = prediction_steps.padded([f.input_ids for f in chunk], [f.token_type_ids for f in chunk], pad_id,
-                                           prepared.max_length, batch_size, use_jit)
+                rows, types = [f.input_ids for f in chunk], [f.token_type_ids for f in chunk]
+                arrays = prediction_steps.padded(rows, types, pad_id, prepared.max_length, batch_size, use_jit)
                 starts, ends = prediction_steps.run(forward, arrays)                      # (B, S) each
                 prediction_steps.check_finite(starts[:len(chunk)], prepared.examples.path)
                 prediction_steps.check_finite(ends[:len(chunk)], prepared.examples.path)
