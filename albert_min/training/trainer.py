@@ -10,7 +10,7 @@ the best model, time budget, saving and resuming the state), usable from Python:
     state = Trainer(TrainingConfig(output="runs/sst2", epochs=1), model, task, train).run()
 
 What a batch holds and how the loss and the score are computed come from the task
-(``albert_min.tasks.base``); how the Trainer trains from its ``TrainingConfig``.
+(``albert_min.tasks.task_base``); how the Trainer trains from its ``TrainingConfig``.
 
 Layer: ``albert_min.training``, above ``tasks`` (the layers: ``albert_min/__init__.py``).
 """

@@ -130,6 +130,8 @@ def use_bf16_gemms(model, path=None, notice=True):
                         swapped[id(child)].set_train(child.training)   # as the model was set, until set again
                     setattr(cell, name, swapped[id(child)])
         report.cells = len(swapped)
+        if not swapped and not uses_bf16_gemms(model):   # a plain model: nothing to swap, so say so
+            report.reason = "the model has no compiled-kernel products: kernels.accelerate(model) first"
     if notice and report.reason:
         print(report.line(), file=sys.stderr)
     return report

@@ -107,7 +107,7 @@ def test_mindspores_op_cells_give_a_plain_model_the_layout_mixed_precision_casts
 
 
 def test_the_compile_cache_tells_the_plain_model_from_the_accelerated_one(library):
-    from albert_min.tasks.classify import DYNAMIC_SHAPE, cache_key
+    from albert_min.tasks.prediction_engine import DYNAMIC_SHAPE, cache_key
     ms.set_seed(6)
     model = tiny_classifier()
     plain_key = cache_key(model, [DYNAMIC_SHAPE])

@@ -159,9 +159,8 @@ def count(model, kind):
 
 def test_the_swap_replaces_every_product_once_and_prediction_stays_float32(bf16_library):
     ms.set_seed(0)
-    model = AlbertForSequenceClassification(tiny_config(num_labels=2, hidden_dropout_prob=0.0,
-                                                        attention_probs_dropout_prob=0.0,
-                                                        classifier_dropout_prob=0.0))
+    model = kernels.accelerate(AlbertForSequenceClassification(tiny_config(
+        num_labels=2, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, classifier_dropout_prob=0.0)))
     rng = np.random.default_rng(5)
     ids = ms.Tensor(rng.integers(5, 40, (4, 12)).astype(np.int32))
     mask = ms.Tensor(np.ones((4, 12), np.int32))
@@ -188,7 +187,7 @@ def test_the_swap_replaces_every_product_once_and_prediction_stays_float32(bf16_
 
 @pytest.mark.parametrize("why", ["no bf16 gemm", "kernels off"])
 def test_without_the_bf16_gemm_one_notice_and_float32(library, monkeypatch, capsys, why):
-    model = AlbertForSequenceClassification(tiny_config(num_labels=2))
+    model = kernels.accelerate(AlbertForSequenceClassification(tiny_config(num_labels=2)))
     if why == "no bf16 gemm":
         monkeypatch.setattr(bf16, "has_bf16_gemm", lambda path: False)
     else:
@@ -201,6 +200,16 @@ def test_without_the_bf16_gemm_one_notice_and_float32(library, monkeypatch, caps
               "the compiled kernels are not in use")
     [line] = capsys.readouterr().err.strip().splitlines()
     assert line.startswith(f"albert_min: bf16 GEMMs not available ({reason}") and line.endswith("computing in float32")
+
+
+def test_a_plain_model_is_one_notice_naming_accelerate(bf16_library, capsys):
+    """The swap finds the kernels' product cells: on a model that was never accelerated it says so."""
+    model = AlbertForSequenceClassification(tiny_config(num_labels=2))
+    capsys.readouterr()
+    report = kernels.use_bf16_gemms(model)
+    assert report.cells == 0 and "kernels.accelerate(model) first" in report.reason
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("albert_min: bf16 GEMMs not available") and not kernels.uses_bf16_gemms(model)
 
 
 def test_the_library_finds_the_bf16_gemm_and_lists_its_functions(bf16_library):
