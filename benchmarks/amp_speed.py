@@ -59,7 +59,7 @@ def base_steps(bf16, torch_threads, batch=8, seq=128):
     config = AlbertConfig.preset("base")
     inputs = make_inputs(config, batch, seq, seed=1)
     ms.set_seed(0)
-    ours = AlbertForSequenceClassification(config)
+    ours = kernels.accelerate(AlbertForSequenceClassification(config))   # as the Trainer builds it
     ref, _ = reference_model(config, transformers.AlbertForSequenceClassification)
     ref.load_state_dict({p.name: torch.from_numpy(p.asnumpy().copy()) for p in ours.get_parameters()}, strict=False)
     if bf16:

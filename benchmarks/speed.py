@@ -325,6 +325,29 @@ def int8_rows(args, rows):
                          "seconds": {"ours": seconds["int8"], "reference": reference}})
 
 
+# ------------------------------------------------------------------------ bf16
+BF16_ROW = "base fine-tuning step, --amp bf16 vs torch autocast bf16, batch 8, seq 128"
+
+
+def bf16_rows(args, rows):
+    """The base fine-tuning step with ``train.py --amp bf16``'s products (``kernels.use_bf16_gemms``)
+    against the same step under ``torch.autocast("cpu", torch.bfloat16)`` (benchmarks/amp_speed.py
+    builds both), torch at each of --torch-threads, timed alternately."""
+    from albert_min.model.config import AlbertConfig
+    from amp_speed import base_steps
+    timed = {}
+    for threads in args.torch_threads:
+        ours_fn, ref_fn = base_steps(True, threads)
+        timed.setdefault("ours", ours_fn)
+        timed[threads] = ref_fn
+    seconds = median_alternating(timed, args.repeats)
+    best = min(args.torch_threads, key=lambda n: seconds[n])
+    flops = encoder_flops(AlbertConfig.preset("base"), [128] * 8, train=True, classifier=True) / 1e9
+    rows.append({"what": BF16_ROW, "unit": "steps/s", "ours": 1 / seconds["ours"], "reference": 1 / seconds[best],
+                 "ratio": seconds[best] / seconds["ours"], "torch_threads": best, "gflop": flops, "dtype": "bf16",
+                 "seconds": {"ours": seconds["ours"], "reference": seconds[best]}})
+
+
 def median_alternating(timed, repeats):
     """{name: median seconds} of the zero-argument callables ``timed`` ({name: callable}), run in turn
     ``repeats`` times after one warm-up call each, so that all see the same load."""
@@ -345,7 +368,7 @@ GOALS = {"python evaluate.py whole process, cold": 2.5, "python evaluate.py whol
          "evaluate.py end to end, cold cache": 0.5, "evaluate.py end to end, warm cache": 0.8,
          "evaluate steady state (2nd predict)": 1.0, "sst2-small train step": 1.0,
          "base fine-tuning step": 1.0, "base encoder": 1.2, "sst2-small encoder": 1.2,
-         INT8_ROWS[0]: 1.3, INT8_ROWS[1]: 2.0}
+         INT8_ROWS[0]: 1.3, INT8_ROWS[1]: 2.0, BF16_ROW: 1.0}
 
 
 # The row groups main() runs, in order: (row names, function(args, rows) appending the rows that
@@ -368,6 +391,7 @@ ROW_GROUPS = [
     _throughput("base encoder", "base", 32, 128, train=False),
     _throughput("base fine-tuning step", "base", 8, 128, train=True),
     (INT8_ROWS, int8_rows, True),
+    ((BF16_ROW,), bf16_rows, True),
 ]
 
 
