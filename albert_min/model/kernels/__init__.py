@@ -4,7 +4,7 @@ that chooses them (see README.md in this folder).
 ``linear()``, ``layer_norm(eps)``, ``softmax()``, ``batch_matmul()``, ``swap_middle_axes()``,
 ``activation(name, fn)`` and ``dropout(p)`` return what a layer computes with:
 MindSpore's own ops, or the same forward whose gradient comes from
-``backward.cc``, compiled on first use (``build.py``; a cached library that is not
+the op's ``.cc`` (``dense.cc``, ...), compiled on first use (``build.py``; a cached library that is not
 what its build recorded is built again, after a one-line notice). Their matrix products are
 oneDNN's ``dnnl_sgemm``, from the library MindSpore ships. Without a compiler or that
 library, or with a library that does not load or lacks a kernel, the layers use MindSpore's
@@ -142,7 +142,7 @@ def prepare_cpu(threads=None):
 
 def flush_denormals():
     """Denormals read and written as zero on this thread and on the threads started from it from now
-    on (``backward.cc``); ``prepare_cpu`` calls it before MindSpore starts its threads, so that
+    on (``cpu_state.cc``); ``prepare_cpu`` calls it before MindSpore starts its threads, so that
     a computation gives the same bits on whichever thread runs it. Returns False (and changes
     nothing) where the kernels are not built."""
     path = built()
