@@ -647,7 +647,7 @@ def issue_44_records(add, evaluate):
 
 
 # ------------------------------------------------------------------ issue 36: SQuAD, RACE and CoNLL inputs (part A)
-TASK_FLAGS = [*TINY_MODEL, "--batch-size", "4", "--max-steps", "2", "--no-jit"]
+TASK_FLAGS = [*TINY_MODEL, "--batch-size", "4", "--max-steps", "2", "--pynative"]
 SQUAD_FLAGS = ["--task", "squad", "--max-length", "32", "--doc-stride", "8", "--max-query-length", "12"]
 
 
@@ -717,7 +717,7 @@ def issue_36_task_inputs(add):
         ["train.py", "--train", labels + ":1-2", "--output", p("36.3", "out"), *TASK_FLAGS, *SQUAD_FLAGS],
         expect="ok", lines=("note:", "done"))
     add("36.8", "evaluate SQuAD with an empty answer text", ["evaluate.py", "--model", squad, "--data", labels,
-        "--quiet", "--no-jit"], expect="ok", lines=("f1",))
+        "--quiet", "--pynative"], expect="ok", lines=("f1",))
     # 2. --resume after an input changed: a context of a SQuAD range's file, a gold answer of a RACE file.
     changed = copy(os.path.dirname(labels), "36.2a", "data")
     resumed = copy(squad, "36.2a", "out")
@@ -784,10 +784,10 @@ def issue_36_task_inputs(add):
     # Messages: a v1.1 question without answers, a byte-order mark, CR-only CoNLL, zero-width text.
     unanswered = squad_file(p("36.m2", "s.json"), lambda d: qas(d)[1].update(answers=[]))
     add("36.m2", "evaluate SQuAD v1.1: a question without answers", ["evaluate.py", "--model", squad, "--data",
-        unanswered, "--quiet", "--no-jit"], names=[unanswered, "question q2", "--task squad_v2"])
+        unanswered, "--quiet", "--pynative"], names=[unanswered, "question q2", "--task squad_v2"])
     bom = squad_file(p("36.m3", "s.json"), raw="\ufeff" + open(labels).read())
     add("36.m3", "evaluate SQuAD: the JSON starts with a UTF-8 byte-order mark", ["evaluate.py", "--model", squad,
-        "--data", bom, "--quiet", "--no-jit"], expect="ok", lines=("f1",))
+        "--data", bom, "--quiet", "--pynative"], expect="ok", lines=("f1",))
     from helpers.task_files import CONLL
     cr = write(p("36.m4", "eng.train"), CONLL.replace("\n", "\r"))
     add("36.m4", "train CoNLL on a file with CR-only line ends", ["train.py", "--train", cr, "--output",
