@@ -26,6 +26,13 @@ inline std::vector<int64_t> shape_of(int ndim, const int64_t *shape) {
 
 inline bool unknown_rank(int ndim, const int64_t *shape) { return ndim > 0 && shape[0] == -2; }
 
+// the number of elements of a tensor of that shape
+inline int64_t element_count(int ndim, const int64_t *shape) {
+  int64_t n = 1;
+  for (int i = 0; i < ndim; ++i) n *= shape[i];
+  return n;
+}
+
 // Sums of n floats in 8 interleaved partial sums, then added up in a fixed order: the same
 // result on every call, and a loop the compiler turns into vector adds (a single running
 // sum is one long dependent chain, 4 cycles per element).

@@ -33,6 +33,12 @@ inline float exp_approx(float x) {
   return er * scale;
 }
 
+constexpr float kSqrt8OverPi = 1.5957691216057308f;
+constexpr float kCubic = 0.044715f;
+
+// s = sqrt(8/pi) (x + 0.044715 x^3): y = x sigmoid(s)
+inline float sigmoid_arg(float x) { return kSqrt8OverPi * (x + kCubic * x * x * x); }
+
 }  // namespace
 
 // inputs:  x;  outputs: y (same shape)
@@ -40,13 +46,11 @@ extern "C" int gelu_new_forward(int nparam, void **params, int *ndims, int64_t *
                                 void *stream, void *extra) {
   const float *x = static_cast<const float *>(params[0]);
   float *y = static_cast<float *>(params[1]);
-  int64_t n = 1;
-  for (int i = 0; i < ndims[0]; ++i) n *= shapes[0][i];
-  const float a = 1.5957691216057308f, b = 0.044715f;   // sqrt(8/pi)
+  const int64_t n = aot::element_count(ndims[0], shapes[0]);
   helper::split_range(n, n >= helper::kMinElements, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
-      const float v = x[i], s = a * (v + b * v * v * v);
-      y[i] = v / (1.0f + exp_approx(-s));
+      const float v = x[i];
+      y[i] = v / (1.0f + exp_approx(-sigmoid_arg(v)));
     }
   });
   return 0;
@@ -67,14 +71,12 @@ extern "C" int gelu_new_backward(int nparam, void **params, int *ndims, int64_t 
   const float *y = static_cast<const float *>(params[1]);
   const float *dy = static_cast<const float *>(params[2]);
   float *dx = static_cast<float *>(params[3]);
-  int64_t n = 1;
-  for (int i = 0; i < ndims[0]; ++i) n *= shapes[0][i];
-  const float a = 1.5957691216057308f, b = 0.044715f;   // sqrt(8/pi)
+  const int64_t n = aot::element_count(ndims[0], shapes[0]);
   helper::split_range(n, n >= helper::kMinElements, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
-      const float v = x[i], s = a * (v + b * v * v * v);
+      const float v = x[i], s = sigmoid_arg(v);
       const float sig = std::fabs(v) > 1e-4f ? y[i] / v : 0.5f + 0.25f * s;
-      dx[i] = dy[i] * (sig + v * sig * (1.0f - sig) * a * (1.0f + 3.0f * b * v * v));
+      dx[i] = dy[i] * (sig + v * sig * (1.0f - sig) * kSqrt8OverPi * (1.0f + 3.0f * kCubic * v * v));
     }
   });
   return 0;
