@@ -386,7 +386,23 @@ def cases():
     issue_44_records(add, evaluate)
     issue_46_newcomer(add, train, evaluate)
     issue_46_convert_and_vocabulary(add, evaluate)
+    issue_45_one_error_line(add)
     return rows
+
+
+def issue_45_one_error_line(add):
+    """Issue 45: every command ends on bad input through one wrapper (common/errors.py): the same missing
+    model folder given to each, one error line naming it, exit 1, nothing written."""
+    missing = p("45", "no-such")
+    add("45a", "evaluate --model: a missing folder", ["evaluate.py", "--model", missing], names=[missing])
+    add("45b", "train --init: the missing folder",
+        ["train.py", "--train", DEV, "--init", missing, "--output", p("45b", "out")], names=[missing],
+        check=ends_listing(p("45b", mkdir=True), []))
+    add("45c", "convert: the missing folder", ["convert", missing, p("45c", "out")], names=[missing],
+        check=ends_listing(p("45c", mkdir=True), []))
+    add("45d", "export: the missing folder", ["export", missing, p("45d", "m.mindir")], names=[missing],
+        check=ends_listing(p("45d", mkdir=True), []))
+    add("45e", "fingerprint: the missing folder", ["fingerprint", missing], names=[missing])
 
 
 def issue_46_newcomer(add, train, evaluate):
