@@ -113,9 +113,9 @@ def use_device_flag(device):
     $ALBERT_MIN_KERNELS: ``common.environment``), is one ``error:`` line and exit 2, as a bad flag."""
     from .common.device import DeviceError, use_device
     from .common.environment import SettingError
+    from .common.errors import EXIT_USAGE, fail
     from .model import kernels
     try:
         return use_device(device, flag="--device", cpu_setup=kernels.prepare_cpu)
     except (DeviceError, SettingError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        sys.exit(2)
+        fail(str(err), EXIT_USAGE)

@@ -28,7 +28,7 @@ import numpy as np
 from .arguments import Help, use_device_flag
 from .model.config import AlbertConfig, ConfigError, read_json_object
 from .common.device import add_device_flag
-from .common.errors import AlbertMinError, OutputExistsError
+from .common.errors import AlbertMinError, OutputExistsError, fail, reported_errors, returns_status
 from .checkpoints.formats import (ConversionError, find_weights, read_pytorch_bin, read_safetensors,  # noqa: F401
                                   read_tf_checkpoint, read_weights)
 from .checkpoints.formats.common import brief
@@ -339,6 +339,7 @@ def missing_input(args):
     return None
 
 
+@returns_status
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m albert_min.convert", description=__doc__.split("\n\n")[0],
                                      formatter_class=Help)
@@ -375,24 +376,15 @@ def main(argv=None):
         parser.error("--classifier-class: only with --to hf")
     problem = missing_input(args)
     if problem:
-        print(f"error: {problem}", file=sys.stderr)
-        return 1
+        fail(problem)
     use_device_flag(args.device)
-    try:
+    with reported_errors():          # user errors: one line, nothing written
         if args.to == "hf":
             from .checkpoints.hf_export import export_hf, summary as export_summary
             print(export_summary(export_hf(args.src, args.dst, args.force, args.classifier_class)))
             return 0
         report = convert(args.src, args.dst, args.config, args.allow_missing_heads, args.force, args.tokenizer,
                          args.format)
-    except OutputExistsError as err:
-        print(f"error: {err.filename} already exists (pass --force to replace it)", file=sys.stderr)
-        return 1
-    except (AlbertMinError, OSError) as err:          # user errors: one line, nothing written
-        message = str(err) if not isinstance(err, OSError) or not err.filename else \
-            f"{err.filename}: {err.strerror or err}"
-        print(f"error: {message}", file=sys.stderr)
-        return 1
     print(summary(report))
     return 0
 

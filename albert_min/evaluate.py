@@ -31,6 +31,7 @@ import sys
 
 from albert_min import arguments as num
 from albert_min.common.device import add_device_flag
+from albert_min.common.errors import fail, reported_errors
 
 # MindSpore logs WARNINGs (deprecations, compile-cache misses) to stderr; errors only, unless the user sets GLOG_v.
 os.environ.setdefault("GLOG_v", "3")
@@ -46,10 +47,10 @@ TRAINING_METRICS = "train_metrics.json"   # what train.py records next to the mo
 
 
 def how_to_get_a_model(weights=WEIGHTS):
-    """The message for a run without --model: the model folders ready in ``weights`` first
-    (with the dev accuracy training recorded), then how to train or convert one, into a
+    """The message for a run without --model (after ``error: ``): the model folders ready in ``weights``
+    first (with the dev accuracy training recorded), then how to train or convert one, into a
     folder that does not exist yet (train.py refuses to replace one without --force)."""
-    lines = ["error: no model given (--model DIR).",
+    lines = ["no model given (--model DIR).",
              "A model folder holds config.json, model.ckpt (or model.safetensors) and spiece.model."]
     ready = []
     for name in sorted(os.listdir(weights)) if os.path.isdir(weights) else []:
@@ -129,8 +130,9 @@ def build_parser():
     p.add_argument("--json", action="store_true",
                    help="print the metrics as JSON, as fractions (0.8142; the table prints percent, 81.42), "
                         'marked "scale": "fraction"; undefined metrics are null (default: the table)')
-    p.add_argument("--no-jit", action="store_true",
-                   help="PyNative instead of a compiled graph (default: compiled)")
+    p.add_argument("--pynative", "--no-jit", action="store_true",
+                   help="run MindSpore in PyNative mode (op by op), not compiled graphs (--no-jit: its old "
+                        "name, still accepted) (default: compiled)")
     p.add_argument("--no-compile-cache", action="store_true",
                    help="do not keep compiled graphs in $ALBERT_MIN_CACHE (default: kept, in "
                         "~/.cache/albert_min/compile, on CPU; never kept on GPU or Ascend)")
@@ -191,18 +193,15 @@ def write_predictions(path, index, predictions, force=False, protect=()):
 def main(argv=None):
     args = parse_args(argv)
     if not args.model:
-        sys.exit(how_to_get_a_model())
+        fail(how_to_get_a_model())
     missing = missing_input(args)
     if missing:
-        sys.exit(f"error: {missing}")
+        fail(missing)
     args.device = num.use_device_flag(args.device)   # before any work
-    from albert_min.common.errors import AlbertMinError, os_error_text
     from albert_min.common.safe_output import output_lock
-    try:
+    with reported_errors():
         with output_lock(args.output) if args.output else contextlib.nullcontext():   # one writer per --output
             return evaluate(args)
-    except (AlbertMinError, OSError) as err:
-        sys.exit(f"error: {os_error_text(err)}")
 
 
 def missing_input(args):
@@ -285,7 +284,7 @@ def evaluate_task(args, task):
     prepared = task.prepare(examples, tokenizer, max_length)
     try:
         predicting = time.perf_counter()
-        outputs = task.predict(model, prepared, batch_size=args.batch_size, use_jit=not args.no_jit,
+        outputs = task.predict(model, prepared, batch_size=args.batch_size, use_jit=not args.pynative,
                                progress=not (args.quiet or args.json),
                                cache_dir=default_compile_cache() if keep_graphs else None)
         if unlabelled:

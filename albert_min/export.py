@@ -37,11 +37,10 @@ import json
 import os
 import re
 import shutil
-import sys
 
 from .arguments import Help, use_device_flag
 from .common.device import add_device_flag
-from .common.errors import AlbertMinError
+from .common.errors import AlbertMinError, reported_errors
 
 PRODUCER = "albert_min"
 
@@ -326,10 +325,8 @@ def parse_args(argv=None):
 def main(argv=None):
     args = parse_args(argv)
     use_device_flag(args.device)
-    try:
+    with reported_errors():
         export_mindir(args.model_dir, args.output, args.backbone, args.batch, args.seq, args.force, args.int8)
-    except (AlbertMinError, OSError) as err:
-        sys.exit(f"error: {err}")
     from .model.folder import weights_file
     checkpoint = weights_file(args.model_dir)
     size = os.path.getsize(args.output)

@@ -15,9 +15,10 @@ Layer: the commands, at the top (the layers: ``albert_min/__init__.py``).
 import argparse
 import sys
 
-from .common.errors import AlbertMinError, os_error_text
+from .common.errors import reported_errors, returns_status
 
 
+@returns_status
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m albert_min.fingerprint", description=__doc__.split("\n\n")[0])
     parser.add_argument("folders", nargs="+", metavar="DIR",
@@ -25,11 +26,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     from .model.folder import record_model_dir
     for folder in args.folders:
-        try:
+        with reported_errors():
             recorded = record_model_dir(folder)
-        except (AlbertMinError, OSError) as err:
-            print(f"error: {os_error_text(err)}", file=sys.stderr)
-            return 1
         print(f"recorded {folder}: " + ", ".join(f"{name} ({what})" for name, what in recorded.items()))
     return 0
 

@@ -38,7 +38,6 @@ Data-parallel on N workers with MindSpore's launcher (--batch-size stays the glo
 
 import argparse
 import os
-import sys
 import tempfile
 
 # MindSpore logs WARNINGs (deprecations, compile-cache misses) to stderr; errors only, unless the user sets GLOG_v.
@@ -46,7 +45,7 @@ os.environ.setdefault("GLOG_v", "3")
 
 from albert_min import arguments as num  # noqa: E402
 from albert_min.common.device import add_device_flag  # noqa: E402
-from albert_min.common.errors import AlbertMinError, os_error_text  # noqa: E402
+from albert_min.common.errors import EXIT_USAGE, fail, reported_errors  # noqa: E402
 from albert_min.training.run_config import ResumeError, RunConfig, flag_name, from_flat  # noqa: E402
 from albert_min.tasks import REGISTRY, TASK_ALIASES, TASK_NAMES, get_task, infer_task, task_name  # noqa: E402
 from albert_min.training.config import (AMP_DTYPES, AMP_LEVELS, BF16_GEMMS, OPTIMIZERS, REPORT_TO,  # noqa: E402
@@ -146,8 +145,9 @@ def build_parser(parser_class=argparse.ArgumentParser):
     p.add_argument("--force", action="store_true",
                    help="start again: replace the --output and <output>.state of an earlier run (a folder "
                         "albert_min did not write is refused, with or without --force)")
-    p.add_argument("--no-jit", dest="use_jit", action="store_false",
-                   help="run in PyNative mode instead of a compiled graph")
+    p.add_argument("--pynative", "--no-jit", dest="use_jit", action="store_false",
+                   help="run MindSpore in PyNative mode (op by op), not compiled graphs (--no-jit: its old "
+                        "name, still accepted)")
     p.add_argument("--data-parallel", action="store_true",
                    help="one worker of an msrun job: train on this worker's share of every batch, average the "
                         "gradients over the workers; only rank 0 writes and reports (see the README)")
@@ -208,7 +208,7 @@ def settings_argv(flat):
     argv = []
     for name, value in flat.items():
         if name == "use_jit":
-            argv += [] if value else ["--no-jit"]
+            argv += [] if value else [flag_name(name)]
         elif name in ("adam_bias_correction",) or value is None or value is False:
             continue
         elif value is True:
@@ -347,17 +347,13 @@ def check_data_parallel(batch_size):
     try:
         workers = msrun_workers()
     except ParallelError as err:
-        print(f"error: {err}", file=sys.stderr)
-        sys.exit(2)
+        fail(str(err), EXIT_USAGE)
     if workers is None:
-        print(f"error: --data-parallel must run under msrun ({', '.join(MSRUN_VARIABLES)} not set), e.g. "
-              f"msrun --worker_num 2 --local_worker_num 2 --master_port 8118 train.py ... --data-parallel",
-              file=sys.stderr)
-        sys.exit(2)
+        fail(f"--data-parallel must run under msrun ({', '.join(MSRUN_VARIABLES)} not set), e.g. "
+             f"msrun --worker_num 2 --local_worker_num 2 --master_port 8118 train.py ... --data-parallel", EXIT_USAGE)
     if batch_size % workers:
-        print(f"error: --batch-size {batch_size} (the global batch) must be a multiple of the "
-              f"{workers} data-parallel workers", file=sys.stderr)
-        sys.exit(2)
+        fail(f"--batch-size {batch_size} (the global batch) must be a multiple of the {workers} data-parallel "
+             "workers", EXIT_USAGE)
 
 
 def missing_input(args):
@@ -379,9 +375,10 @@ def main(argv=None):
         check_data_parallel(settings.training.batch_size)
     missing = missing_input(args)
     if missing:
-        sys.exit(f"error: {missing}")
+        fail(missing)
     num.use_device_flag(settings.device)   # before any work (and before msrun's init)
-    try:
+    interrupted = f"interrupted; continue from the last saved state with --resume ({settings.training.state_dir})"
+    with reported_errors(interrupted=interrupted):
         from albert_min.common.safe_output import output_lock
         from albert_min.training.run import prepare_outputs, train_run
         if settings.data_parallel:   # rank 0 locks the output once it has joined the job
@@ -393,12 +390,6 @@ def main(argv=None):
             if args.resume:
                 settings = resumed_settings(settings, given)
             return train_run(settings, resume=args.resume, force=args.force)
-    except (AlbertMinError, OSError) as err:
-        sys.exit(f"error: {os_error_text(err)}")
-    except KeyboardInterrupt:
-        print(f"interrupted; continue from the last saved state with --resume ({settings.training.state_dir})",
-              file=sys.stderr)
-        sys.exit(130)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Prediction with albert_min's compiled kernels (forward.cc) against MindSpore's own ops, side by side.
+"""Prediction with albert_min's forward kernels (dense.cc, gelu.cc, ...) against MindSpore's own ops, side by side.
 
     python3 benchmarks/forward_kernels.py             # SST-2 dev prediction + sst2-small encoder (about 2 min)
     python3 benchmarks/forward_kernels.py --base      # also the albert-base-v2 encoder, batch 32, seq 128

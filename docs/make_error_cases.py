@@ -386,7 +386,23 @@ def cases():
     issue_44_records(add, evaluate)
     issue_46_newcomer(add, train, evaluate)
     issue_46_convert_and_vocabulary(add, evaluate)
+    issue_45_one_error_line(add)
     return rows
+
+
+def issue_45_one_error_line(add):
+    """Issue 45: every command ends on bad input through one wrapper (common/errors.py): the same missing
+    model folder given to each, one error line naming it, exit 1, nothing written."""
+    missing = p("45", "no-such")
+    add("45a", "evaluate --model: a missing folder", ["evaluate.py", "--model", missing], names=[missing])
+    add("45b", "train --init: the missing folder",
+        ["train.py", "--train", DEV, "--init", missing, "--output", p("45b", "out")], names=[missing],
+        check=ends_listing(p("45b", mkdir=True), []))
+    add("45c", "convert: the missing folder", ["convert", missing, p("45c", "out")], names=[missing],
+        check=ends_listing(p("45c", mkdir=True), []))
+    add("45d", "export: the missing folder", ["export", missing, p("45d", "m.mindir")], names=[missing],
+        check=ends_listing(p("45d", mkdir=True), []))
+    add("45e", "fingerprint: the missing folder", ["fingerprint", missing], names=[missing])
 
 
 def issue_46_newcomer(add, train, evaluate):
@@ -654,7 +670,7 @@ def issue_44_records(add, evaluate):
 
 
 # ------------------------------------------------------------------ issue 36: SQuAD, RACE and CoNLL inputs (part A)
-TASK_FLAGS = [*TINY_MODEL, "--batch-size", "4", "--max-steps", "2", "--no-jit"]
+TASK_FLAGS = [*TINY_MODEL, "--batch-size", "4", "--max-steps", "2", "--pynative"]
 SQUAD_FLAGS = ["--task", "squad", "--max-length", "32", "--doc-stride", "8", "--max-query-length", "12"]
 
 
@@ -724,7 +740,7 @@ def issue_36_task_inputs(add):
         ["train.py", "--train", labels + ":1-2", "--output", p("36.3", "out"), *TASK_FLAGS, *SQUAD_FLAGS],
         expect="ok", lines=("note:", "done"))
     add("36.8", "evaluate SQuAD with an empty answer text", ["evaluate.py", "--model", squad, "--data", labels,
-        "--quiet", "--no-jit"], expect="ok", lines=("f1",))
+        "--quiet", "--pynative"], expect="ok", lines=("f1",))
     # 2. --resume after an input changed: a context of a SQuAD range's file, a gold answer of a RACE file.
     changed = copy(os.path.dirname(labels), "36.2a", "data")
     resumed = copy(squad, "36.2a", "out")
@@ -791,10 +807,10 @@ def issue_36_task_inputs(add):
     # Messages: a v1.1 question without answers, a byte-order mark, CR-only CoNLL, zero-width text.
     unanswered = squad_file(p("36.m2", "s.json"), lambda d: qas(d)[1].update(answers=[]))
     add("36.m2", "evaluate SQuAD v1.1: a question without answers", ["evaluate.py", "--model", squad, "--data",
-        unanswered, "--quiet", "--no-jit"], names=[unanswered, "question q2", "--task squad_v2"])
+        unanswered, "--quiet", "--pynative"], names=[unanswered, "question q2", "--task squad_v2"])
     bom = squad_file(p("36.m3", "s.json"), raw="\ufeff" + open(labels).read())
     add("36.m3", "evaluate SQuAD: the JSON starts with a UTF-8 byte-order mark", ["evaluate.py", "--model", squad,
-        "--data", bom, "--quiet", "--no-jit"], expect="ok", lines=("f1",))
+        "--data", bom, "--quiet", "--pynative"], expect="ok", lines=("f1",))
     from helpers.task_files import CONLL
     cr = write(p("36.m4", "eng.train"), CONLL.replace("\n", "\r"))
     add("36.m4", "train CoNLL on a file with CR-only line ends", ["train.py", "--train", cr, "--output",

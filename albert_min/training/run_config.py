@@ -99,7 +99,8 @@ class RunConfig:
 
 
 def flag_name(setting: str) -> str:
-    return "--no-jit" if setting == "use_jit" else "--" + setting.replace("_", "-")
+    """The train.py flag of a setting (``RunConfig.flat``'s name): use_jit's is --pynative (False when given)."""
+    return "--pynative" if setting == "use_jit" else "--" + setting.replace("_", "-")
 
 
 def from_flat(flat: dict) -> RunConfig:
@@ -163,5 +164,5 @@ def _as_saved(value):
 
 def _shown(name, value):
     if name == "use_jit":
-        return "on" if value is False else "off"   # the flag --no-jit is on when use_jit is False
+        return "on" if value is False else "off"   # the flag --pynative is on when use_jit is False
     return " ".join(value) if isinstance(value, (list, tuple)) else str(value)

@@ -251,3 +251,49 @@ def test_the_no_model_message_names_the_commands_as_this_user_runs_them(tmp_path
     assert "python -m albert_min.evaluate --model weights/sst2-small " in done.stderr
     assert "python -m albert_min.train --train ../shared/data/sst2/train.tsv" in done.stderr
     assert "python evaluate.py" not in done.stderr and "python train.py" not in done.stderr
+
+
+# Issue 45: one error wrapper (common.errors: fail, reported_errors, returns_status) for every command.
+ONE_LINE = {   # command -> (its arguments, environment, exit status, its one line on stderr)
+    "train": (["train.py", "--train", "no/such.tsv", "--output", "o"], {}, 1, "error: data file not found: no/such.tsv"),
+    "train, a bad environment variable": (["train.py", "--train", "evaluate.py", "--output", "o"],
+                                          {"ALBERT_MIN_DEVICE": "tpu"}, 2,
+                                          "error: ALBERT_MIN_DEVICE=tpu: unknown device; choose CPU, GPU, Ascend"),
+    "evaluate": (["evaluate.py", "--model", "no/such"], {}, 1, "error: model folder not found: no/such"),
+    "convert": (["-m", "albert_min.convert", "no/such", "out"], {}, 1, "error: no such file or folder: no/such"),
+    "export": (["-m", "albert_min.export", "no/such", "out.mindir"], {}, 1, "error: model folder not found: no/such"),
+    "fingerprint": (["-m", "albert_min.fingerprint", "no/such"], {}, 1, "error: model folder not found: no/such"),
+}
+
+
+@pytest.mark.parametrize("name", ONE_LINE)
+def test_every_command_ends_on_bad_input_with_one_error_line_and_its_status(name, tmp_path):
+    argv, env, status, line = ONE_LINE[name]
+    done = subprocess.run([sys.executable, *argv], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **env})
+    assert done.returncode == status, done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(line), done.stderr          # no traceback, no second line
+    assert not os.path.exists(os.path.join(ROOT, "o")) and not os.path.exists(os.path.join(ROOT, "out"))
+
+
+def test_evaluate_without_a_model_keeps_its_lines_after_one_error_line():
+    done = subprocess.run([sys.executable, "evaluate.py"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    lines = done.stderr.splitlines()
+    assert done.returncode == 1 and lines[0] == "error: no model given (--model DIR)."
+    assert len(lines) > 3 and sum("error:" in line for line in lines) == 1
+
+
+@pytest.mark.parametrize("flag", ["--pynative", "--no-jit"])
+def test_pynative_and_its_old_name_no_jit_run_op_by_op(flag):
+    """--no-jit meant PyNative: --pynative says so, and --no-jit stays as its other name in both scripts."""
+    import evaluate
+    import train
+    from albert_min.training.run_config import flag_name
+    assert train.parse_args(["--train", "t.tsv", "--output", "o", flag]).training.use_jit is False
+    assert train.parse_args(["--train", "t.tsv", "--output", "o"]).training.use_jit is True
+    assert evaluate.parse_args(["--model", "m", flag]).pynative is True
+    assert evaluate.parse_args(["--model", "m"]).pynative is False
+    assert flag_name("use_jit") == "--pynative" and train.settings_argv({"use_jit": False}) == ["--pynative"]
+    assert "PyNative mode (op by op)" in flag_help(train.build_parser(), flag)
+    assert "PyNative mode (op by op)" in flag_help(evaluate.build_parser(), flag)

@@ -1,6 +1,6 @@
 """Hostile SQuAD and RACE inputs through train.py and evaluate.py (issue 36, part A): one
 ``error:`` line naming the file and the item, or a correct run; never a traceback or a model
-trained on nothing. Tiny models, PyNative (--no-jit), 2 steps."""
+trained on nothing. Tiny models, PyNative (--pynative), 2 steps."""
 import contextlib
 import io
 import json
@@ -17,7 +17,7 @@ from helpers.task_files import CONTEXT_1, CONTEXT_2, write_race
 from helpers.paths import FIXTURES  # noqa: E402
 TINY = ["--layers", "1", "--hidden-size", "32", "--embedding-size", "16", "--heads", "2", "--intermediate-size", "64",
         "--tokenizer", os.path.join(FIXTURES, "spiece_sst2_2k.model"), "--batch-size", "4", "--max-steps", "2",
-        "--no-jit", "--quiet"]
+        "--pynative", "--quiet"]
 SQUAD = ["--max-length", "32", "--doc-stride", "8", "--max-query-length", "12"]
 
 

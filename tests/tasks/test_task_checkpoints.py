@@ -304,7 +304,7 @@ def test_evaluate_force_replaces_its_own_task_predictions_and_nothing_else(task,
             "race": lambda: write_race(tmp_path),
             "conll": lambda: write_conll(tmp_path, CONLL.replace("B-LOC", "I-LOC"))}[task]()
     out = str(tmp_path / "out" / name)
-    args = ["--model", model, "--data", data, "--task", task, "--output", out, "--quiet", "--no-jit",
+    args = ["--model", model, "--data", data, "--task", task, "--output", out, "--quiet", "--pynative",
             *(["--doc-stride", "16", "--max-query-length", "16"] if task.startswith("squad") else [])]
     evaluate.main(args)
     outputs = sorted(n for n in os.listdir(tmp_path / "out") if not n.startswith("."))

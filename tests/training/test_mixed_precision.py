@@ -47,10 +47,10 @@ def assert_float32(checkpoints):
 
 
 @pytest.mark.parametrize("level, mode", [("O1", []), ("O2", []), ("O3", []),
-                                         pytest.param("O2", ["--no-jit"], marks=pytest.mark.slow)],   # 85 s in PyNative
+                                         pytest.param("O2", ["--pynative"], marks=pytest.mark.slow)],   # 85 s in PyNative
                          ids=["O1", "O2", "O3", "O2-pynative"])
 def test_fifty_amp_steps_track_the_float32_loss_and_save_float32(tmp_path, level, mode):
-    """In PyNative (--no-jit) too: there the additive attention mask once gave NaN (0 * float16's -inf)."""
+    """In PyNative (--pynative) too: there the additive attention mask once gave NaN (0 * float16's -inf)."""
     reference, _ = train_steps(tmp_path, "float32", *mode)
     state, checkpoints = train_steps(tmp_path, level, "--amp", level, "--amp-dtype", "float16", *mode)
     full, mixed = np.array(reference["epoch_losses"]), np.array(state["epoch_losses"])

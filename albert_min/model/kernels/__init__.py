@@ -3,7 +3,8 @@ swaps them into a built model (see README.md in this folder).
 
 ``accelerate(model)`` (``accelerate.py``) swaps the layers of a model built by ``albert_min.model``
 (MindSpore's ops) in place for cells computing the same functions with the kernels, forward and
-gradient (``layers.py``, ``philox_dropout.py``), compiled on first use (``build.py``; a cached
+gradient (``layers.py``, ``philox_dropout.py``; the C++ a file per op: ``dense.cc``, ``layer_norm.cc``, ...),
+compiled on first use (``build.py``; a cached
 library that is not what its build recorded is built again, after a one-line notice). Their
 matrix products are oneDNN's ``dnnl_sgemm``, from the library MindSpore ships. Without a compiler
 or that library, or with a library that does not load or lacks a kernel, the model stays on
@@ -127,7 +128,7 @@ def prepare_cpu(threads=None):
 
 def flush_denormals():
     """Denormals read and written as zero on this thread and on the threads started from it from now
-    on (``backward.cc``); ``prepare_cpu`` calls it before MindSpore starts its threads, so that
+    on (``cpu_state.cc``); ``prepare_cpu`` calls it before MindSpore starts its threads, so that
     a computation gives the same bits on whichever thread runs it. Returns False (and changes
     nothing) where the kernels are not built."""
     path = built()

@@ -17,6 +17,7 @@
 #include <immintrin.h>
 #endif
 
+#include "aot.h"
 #include "helper.h"
 
 // oneDNN's public C API (dnnl.h, as in onednn.h). Weak: a libdnnl without it leaves it null and
@@ -201,12 +202,12 @@ extern "C" int batch_matmul_tn_bf16(int nparam, void **params, int *ndims, int64
   return batched_gemm('T', 'N', params, ndims, shapes);
 }
 
-// Output shapes for the graph compiler (forward.cc's, under these kernels' names): the first input's
-// shape with its last dimension ``last`` ([-2]: an unknown rank stays unknown).
+// Output shapes for the graph compiler (dense.cc's and batch_matmul.cc's, under these kernels' names):
+// the first input's shape with its last dimension ``last`` ([-2]: an unknown rank stays unknown).
 namespace {
 std::vector<int64_t> first_with_last(int *ndims, int64_t **shapes, int64_t last) {
-  if (ndims[0] > 0 && shapes[0][0] == -2) return {-2};
-  std::vector<int64_t> out(shapes[0], shapes[0] + ndims[0]);
+  if (aot::unknown_rank(ndims[0], shapes[0])) return {-2};
+  std::vector<int64_t> out = aot::shape_of(ndims[0], shapes[0]);
   out.back() = last;
   return out;
 }

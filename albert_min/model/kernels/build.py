@@ -31,19 +31,12 @@ from ...common.checksums import sha256_of
 from ...common.safe_output import remove_dead_temp_files, replace_file
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-# Named, not globbed: an install that lost them (a wheel built without setup.cfg's package data)
-# must be told so, not build a library without its functions. One file a line.
-SOURCES = [os.path.join(HERE, name) for name in [
-    "backward.cc",
-    "bf16.cc",
-    "dropout.cc",
-    "forward.cc",
-    "int8.cc",
-]]
-HEADERS = [os.path.join(HERE, name) for name in [
-    "helper.h",
-    "onednn.h",
-]]
+# Every .cc here is compiled into the one library (a file per op: dense.cc, layer_norm.cc, ...), and
+# every .h counts in its key. An install that lost them (a wheel built without setup.cfg's package
+# data, which ships *.cc and *.h together) is told so by library_path; one that lost a single file
+# builds a library that lacks its functions, which the loader refuses by name (kernels.FUNCTIONS).
+SOURCES = sorted(glob.glob(os.path.join(glob.escape(HERE), "*.cc")))
+HEADERS = sorted(glob.glob(os.path.join(glob.escape(HERE), "*.h")))
 LIBRARY = "albert_kernels.so"
 RECORD_SUFFIX = ".json"     # albert_kernels.so.json: the library's size and sha256, written by its build
 ONEDNN = "libdnnl.so.3"     # MindSpore's oneDNN (its lib folder), whose public C API the kernels call
@@ -187,6 +180,8 @@ def library_path(cache_root, notice=None):
     A library that is not what its build recorded (``check_library``) is built again, and
     ``notice`` (a function taking one line) told so once it is."""
     missing = [os.path.basename(path) for path in SOURCES + HEADERS if not os.path.isfile(path)]
+    if not SOURCES:         # the folder holds none
+        missing = ["*.cc"]
     if missing:
         raise KernelBuildError(f"{HERE} lacks the kernels' sources {', '.join(missing)}: albert_min was installed "
                                "without its package data; reinstall it")

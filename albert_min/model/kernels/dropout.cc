@@ -1,5 +1,5 @@
 // Dropout whose mask is a pure function of (key, step, call, element index), for
-// MindSpore's ops.Custom(func_type="aot") (the AOT signature: see backward.cc).
+// MindSpore's ops.Custom(func_type="aot") (the AOT signature: see aot.h).
 //
 // MindSpore's CPU Dropout draws from one std::default_random_engine shared by the threads
 // it launches, so its masks depend on how the threads are scheduled. Here element e of a

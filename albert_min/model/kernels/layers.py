@@ -1,5 +1,5 @@
 """The layer functions in both implementations: MindSpore's own ops, and the compiled
-kernels (``forward.cc``, ``backward.cc``), forward and gradient, in training and in prediction.
+kernels (a ``.cc`` file per op: ``dense.cc``, ``gelu.cc``, ...), forward and gradient, in training and in prediction.
 
 Each is a Cell without parameters, called with the layer's parameters as inputs
 (``linear(x, weight, bias)``), so that a ``bprop`` can return their gradients.
@@ -79,7 +79,7 @@ class Activation(nn.Cell):
 
 # Output shapes and dtypes of the kernels, from their inputs' (named functions: MindSpore's
 # graph parser reads a lambda's source line, and a lambda continued over lines fails it).
-# The forward kernels' shapes come from forward.cc instead (``forward_kernel``), for graphs with
+# The forward kernels' shapes come from C++ instead (``forward_kernel``), for graphs with
 # dynamic input shapes (prediction_engine.dynamic_graph); the gradients run in training, at static shapes.
 def dense_backward_shapes(x, weight, dy):
     return x, weight, weight[:1]                 # dx, dweight, dbias
@@ -107,7 +107,7 @@ def like_first(first, *others):
 
 def forward_kernel(library, name, inputs):
     """``ops.Custom`` of kernel ``name`` taking float32 ``inputs`` (their names), one float32 output,
-    whose shape comes from ``<name>InferShape`` (forward.cc): the form a graph with dynamic input
+    whose shape comes from ``<name>InferShape`` (beside the kernel in its .cc file): the form a graph with dynamic input
     shapes accepts (with a Python ``out_shape``, or without the registration, its compile fails with
     "The pointer[value] is null")."""
     info = CustomRegOp(name)

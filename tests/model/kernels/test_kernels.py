@@ -2,7 +2,9 @@
 ``accelerate`` (what it swaps, the same gradients), the build (cache, fallback, off switch). The parity
 suite (tests/model/test_*.py) runs on the plain and the accelerated model (helpers/reference_model.py)."""
 
+import glob
 import os
+import re
 import subprocess
 import sys
 
@@ -273,6 +275,24 @@ def test_an_install_without_the_kernel_sources_falls_back_after_one_line(tmp_pat
     assert len(notice) == 1 and notice[0].startswith("albert_min: kernels not built (") and \
         notice[0].endswith("lacks the kernels' sources forward.cc: albert_min was installed without its package "
                            "data; reinstall it); using MindSpore's ops")
+
+
+def test_an_install_without_any_kernel_source_says_so(tmp_path, monkeypatch):
+    """build.py compiles every .cc of its folder: none there (a wheel without its package data) is
+    named, not an empty library built."""
+    monkeypatch.setattr(build, "SOURCES", [])
+    with pytest.raises(build.KernelBuildError, match=r"lacks the kernels' sources \*\.cc: .*reinstall it$"):
+        build.library_path(str(tmp_path))
+
+
+def test_every_source_of_the_folder_is_compiled():
+    """One file per op (dense.cc, layer_norm.cc, ...): each .cc and .h beside build.py is in the build and
+    its key, and each function the layers call is defined in one of them."""
+    assert build.SOURCES == sorted(glob.glob(os.path.join(build.HERE, "*.cc"))) and len(build.SOURCES) > 1
+    assert build.HEADERS == sorted(glob.glob(os.path.join(build.HERE, "*.h")))
+    text = "".join(open(path, encoding="utf-8").read() for path in build.SOURCES)
+    for name in kernels.FUNCTIONS:
+        assert re.search(rf'extern "C" \w+ {name}\(', text), name
 
 
 def test_the_library_is_built_once_into_the_cache(library, tmp_path):
