@@ -33,7 +33,8 @@ from .predict import pipeline
 _MODEL_CLASSES = ("AlbertModel", "AlbertForPreTraining", "AlbertForSequenceClassification", "AlbertForMaskedLM",
                   "AlbertForQuestionAnswering", "AlbertForTokenClassification", "AlbertForMultipleChoice")
 # Training from Python (README "Use from Python"): the pieces train.py hands its typed configs to.
-_TRAINING = {"Trainer": "training.trainer", "TrainingConfig": "training.config", "get_task": "tasks"}
+_TRAINING = {"Trainer": "training.trainer", "TrainingConfig": "training.config", "get_task": "tasks",
+             "accelerate": "model.kernels"}   # the compiled CPU kernels swapped into a built model
 __all__ = ["AlbertConfig", "ConfigError", "pipeline", *_MODEL_CLASSES, *_TRAINING]
 
 

@@ -244,5 +244,5 @@ def test_readme_is_at_most_250_lines_and_shows_both_ways_to_run_the_commands():
     assert len(text.splitlines()) <= 250
     readme = [p.id for p in SHELL_COMMANDS if p.id.startswith("README.md:")]
     assert any(":train.py " in i for i in readme) and any(":albert_min.evaluate " in i for i in readme)
-    for name in ("python -m albert_min.train", "albert-min-train", "albert-min-evaluate", "`cls`"):
+    for name in ("python -m albert_min.train", "albert-min-train", "albert-min-evaluate", "`sentence_label`"):
         assert name in text, name
