@@ -3,7 +3,9 @@
     python3 docs/make_error_cases.py          # every case (about 2 minutes on 2 cores), writes the table
     python3 docs/make_error_cases.py 10 13a   # only the cases whose id starts so: prints rows, writes nothing
 
-The inputs are built in one temporary folder (deleted at the end) with the writers in
+The cases are in docs/error_cases/: inputs.py (the paths, the writers of inputs, the checks, ``run``)
+and one module per issue; this script holds issue 7's cases, calls the others in order, judges and
+reports. The inputs are built in one temporary folder (deleted at the end) with the writers in
 tests/; each command runs in a subprocess. A row is marked FAILS when the tool does not
 do what is asked (one error line naming the culprit, or a correct result): a traceback, the wrong exit code (0 where an error was due), a
 message not naming the culprit, or files deleted, changed or left behind.
