@@ -138,7 +138,7 @@ def build_parser():
                         "~/.cache/albert_min/compile, on CPU; never kept on GPU or Ascend)")
     p.add_argument("--quiet", action="store_true", help="no progress bar (default: a progress bar on stderr)")
     p.add_argument("--int8", action="store_true",
-                   help="Dense layers in int8, each weight quantized once (docs/speed.md); where the compiled "
+                   help="Dense layers in int8, each weight quantized once (docs/int8.md); where the compiled "
                         "kernels or oneDNN's int8 gemm are missing, a notice and float32 (default: float32)")
     add_device_flag(p)
     return p

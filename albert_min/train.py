@@ -108,7 +108,7 @@ def build_parser(parser_class=argparse.ArgumentParser):
                    help="mixed precision (mindspore.amp.auto_mixed_precision): O1 matmuls, O2/O3 every layer in "
                         "--amp-dtype; LayerNorm and softmax stay float32, and so do the weights. bf16 (CPU): the "
                         "compiled kernels' matrix products from bfloat16 operands, all else float32 "
-                        "(docs/training.md)")
+                        "(docs/mixed-precision.md)")
     p.add_argument("--amp-dtype", choices=AMP_DTYPES, default=cfg.amp_dtype,
                    help="the low-precision dtype of --amp; float16 adds a dynamic loss scale (overflowing steps "
                         "are skipped and counted in the log)")

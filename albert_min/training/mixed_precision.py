@@ -50,7 +50,7 @@ class MixedPrecisionError(AlbertMinError):
 
 def check_device(level: str, dtype: str, device: str):
     """MixedPrecisionError naming the flag when ``device``'s kernels cannot run ``dtype`` (see
-    docs/training.md, "Mixed precision", for what was measured on CPU)."""
+    docs/mixed-precision.md for what was measured on CPU)."""
     if level == BF16_GEMMS:
         if device.upper() != "CPU":
             raise MixedPrecisionError(f"--amp bf16: bf16 GEMMs are albert_min's CPU kernels, not {device}'s; use "
@@ -70,7 +70,7 @@ def check_device(level: str, dtype: str, device: str):
                                   "on GPU/Ascend")
 
 
-# dtype -> why MindSpore's CPU kernels cannot train in it (measured with MindSpore 2.10.0, see docs/training.md).
+# dtype -> why MindSpore's CPU kernels cannot train in it (measured with MindSpore 2.10.0, see docs/mixed-precision.md).
 CPU_UNSUPPORTED = {"bfloat16": "MatMul, BatchMatMul, Softmax, Sigmoid and Erf have no bfloat16 CPU kernel"}
 
 

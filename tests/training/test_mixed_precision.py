@@ -1,7 +1,7 @@
 """Mixed precision (train.py --amp, albert_min.training.mixed_precision) on CPU: the loss tracks float32's,
 an overflowing float16 step is skipped and counted, a resume is exact, the checkpoints stay float32.
 
-What MindSpore 2.10's CPU kernels run is in docs/training.md ("Mixed precision"); float16 is the
+What MindSpore 2.10's CPU kernels run is in docs/mixed-precision.md; float16 is the
 dtype these tests train in. Nothing here ran on an accelerator.
 """
 
