@@ -21,6 +21,7 @@ import numpy as np
 os.environ.setdefault("GLOG_v", "3")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))   # int8_speed
 DEV = os.path.join(os.path.dirname(ROOT), "shared", "data", "sst2", "dev.tsv")
 
 
@@ -31,26 +32,16 @@ def main():
     p.add_argument("--rows", type=int, default=0, help="the first N sentences only (0: all)")
     args = p.parse_args()
     print("load before:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
-    import mindspore as ms
     from albert_min.common.device import use_device
     from albert_min.model import kernels
     use_device("CPU", cpu_setup=kernels.prepare_cpu)
     from albert_min import get_task
     from albert_min.model.config import AlbertConfig
-    from albert_min.model.heads import AlbertForSequenceClassification
     from albert_min.tasks.prediction_engine import predict_logits
+    from int8_speed import paired_models
     from tokenizer import AlbertTokenizer
 
-    config = AlbertConfig.preset(args.config)
-    config.num_labels = 2
-    ms.set_seed(0)
-    plain = kernels.accelerate(AlbertForSequenceClassification(config))
-    quantized = kernels.accelerate(AlbertForSequenceClassification(config))
-    for source, target in zip(plain.get_parameters(), quantized.get_parameters()):
-        target.set_data(source.data.copy())
-    report = kernels.quantize_int8(quantized)
-    if report.reason:
-        sys.exit(f"error: int8 cannot run here: {report.reason}")
+    plain, quantized, _ = paired_models(AlbertConfig.preset(args.config))
     texts = get_task("sst2").read(args.data).texts
     texts = texts[:args.rows] if args.rows else texts
     tokenizer = AlbertTokenizer.from_pretrained(os.path.join(ROOT, "weights", "sst2-small"))

@@ -43,7 +43,6 @@ def parse_args():
 def main():
     args = parse_args()
     print("load before:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
-    import mindspore as ms
     from albert_min.common.device import use_device
     from albert_min.model import kernels
     use_device("CPU", cpu_setup=kernels.prepare_cpu)
@@ -82,16 +81,13 @@ def main():
           f"{report.float32_bytes / 1e6:.2f} MB float32 ({report.float32_bytes / report.int8_bytes:.2f}x smaller)")
 
 
-def int8_forwards(config, batch, seq, torch_threads=None):
-    """The models this benchmark times, as callables of the input tensors (``forward(*inputs)`` ->
-    logits, a Tensor or numpy): ``{"float32": ..., "int8": ...}`` (and ``"torch int8"`` with
-    ``torch_threads``), all with the same random weights; returns (forwards, inputs, the
-    ``quantize_int8`` report). ``config`` gets 2 labels; the process's device must be set."""
+def paired_models(config):
+    """(float32, int8, the ``quantize_int8`` report): the classifier of ``config`` (given 2 labels) built
+    with random weights (seed 0) and accelerated, as evaluate.py runs it, and a copy with the same
+    weights after ``kernels.quantize_int8``. The process's device must be set."""
     import mindspore as ms
     from albert_min.model import kernels
     from albert_min.model.heads import AlbertForSequenceClassification
-    from albert_min.tasks.prediction_engine import dynamic_graph
-    from encoder_throughput import make_inputs
     config.num_labels = 2
     ms.set_seed(0)
     plain = kernels.accelerate(AlbertForSequenceClassification(config))   # float32: the compiled kernels
@@ -102,6 +98,18 @@ def int8_forwards(config, batch, seq, torch_threads=None):
     report = kernels.quantize_int8(quantized)
     if report.reason:
         sys.exit(f"error: int8 cannot run here: {report.reason}")
+    return plain, quantized, report
+
+
+def int8_forwards(config, batch, seq, torch_threads=None):
+    """The models this benchmark times, as callables of the input tensors (``forward(*inputs)`` ->
+    logits, a Tensor or numpy): ``{"float32": ..., "int8": ...}`` (and ``"torch int8"`` with
+    ``torch_threads``), all with the same random weights; returns (forwards, inputs, the
+    ``quantize_int8`` report). ``config`` gets 2 labels; the process's device must be set."""
+    import mindspore as ms
+    from albert_min.tasks.prediction_engine import dynamic_graph
+    from encoder_throughput import make_inputs
+    plain, quantized, report = paired_models(config)
     arrays = make_inputs(config, batch, seq)[:3]
     inputs = [ms.Tensor(x) for x in arrays]
     forwards = {"float32": dynamic_graph(plain), "int8": dynamic_graph(quantized)}
