@@ -47,6 +47,7 @@ from .layers import (Activation, BatchMatMul, BatchMatMulWithKernels, GeluNewWit
 from .layers import LayerNorm as LayerNormOp
 from .bf16 import BatchMatMulBf16, LinearBf16
 from .philox_dropout import DropoutWithKernels
+from .swap import swap_cells
 
 
 class OpCells:
@@ -186,28 +187,17 @@ def swap_layers(model, library):
     names = [(p, p.name) for p in model.get_parameters()]    # setattr prefixes them with the attribute name
     count = 0
     for wanted, make in _swaps(op_cells)[:3]:
-        count += _swap_children(model, wanted, make)
+        count += swap_cells(model, wanted, make)
     activation = op_cells.gelu_new()
     for _, cell in list(model.cells_and_names()):
         if activation is not None and cell.__dict__.get("activation") is gelu_new:
             setattr(cell, "activation", activation)         # no parameters: one cell may serve every layer
             count += 1
     for wanted, make in _swaps(op_cells)[3:]:
-        count += _swap_children(model, wanted, make)
+        count += swap_cells(model, wanted, make)
     for param, name in names:
         param.name = name
     return count
-
-
-def _swap_children(model, wanted, make):
-    swapped = {}                                          # id(plain cell) -> its replacement: shared cells once
-    for _, cell in list(model.cells_and_names()):
-        for name, child in list(cell.name_cells().items()):
-            if wanted(child):
-                if id(child) not in swapped:
-                    swapped[id(child)] = make(child)
-                setattr(cell, name, swapped[id(child)])
-    return len(swapped)
 
 
 def accelerate(model):
@@ -232,8 +222,5 @@ def use_mindspore_ops(model):
              SoftmaxWithKernels: lambda c: Softmax(), BatchMatMulWithKernels: lambda c: BatchMatMul(c.transpose_b),
              GeluNewWithKernels: lambda c: Activation(c.fn), SwapMiddleAxesWithKernels: lambda c: SwapMiddleAxes(),
              LinearBf16: lambda c: Linear(), BatchMatMulBf16: lambda c: BatchMatMul(c.transpose_b)}
-    for _, cell in list(model.cells_and_names()):
-        for name, child in list(cell.name_cells().items()):
-            if type(child) in plain:
-                setattr(cell, name, plain[type(child)](child))
+    swap_cells(model, lambda c: type(c) in plain, lambda c: plain[type(c)](c))
     return model

@@ -30,6 +30,7 @@ from mindspore import ops
 
 from .layers import (BatchMatMulWithKernels, LinearWithKernels, batch_matmul_tn_shape, dense_backward_shapes,
                      dense_backward_types, forward_kernel, like_first)
+from .swap import swap_cells
 
 # The library's bf16 functions (bf16.cc): listed in kernels.FUNCTIONS too, so a foreign library is refused.
 FUNCTIONS = ("dense_forward_bf16", "dense_backward_bf16", "batch_matmul_nn_bf16", "batch_matmul_nt_bf16",
@@ -119,18 +120,16 @@ def use_bf16_gemms(model, path=None, notice=True):
     path = library() if path is None else path
     report = Bf16Report(reason=unavailable(path))
     if report.reason is None:
-        swapped = {}                                  # id(cell) -> its bf16 cell
         make = {LinearWithKernels: lambda cell: LinearBf16(path),
                 BatchMatMulWithKernels: lambda cell: BatchMatMulBf16(path, cell.transpose_b)}
-        for _, cell in list(model.cells_and_names()):
-            for name, child in list(cell.name_cells().items()):
-                if type(child) in make:               # the exact types: a bf16 cell is left as it is
-                    if id(child) not in swapped:
-                        swapped[id(child)] = make[type(child)](child)
-                        swapped[id(child)].set_train(child.training)   # as the model was set, until set again
-                    setattr(cell, name, swapped[id(child)])
-        report.cells = len(swapped)
-        if not swapped and not uses_bf16_gemms(model):   # a plain model: nothing to swap, so say so
+
+        def bf16_cell(cell):
+            swapped = make[type(cell)](cell)
+            swapped.set_train(cell.training)          # as the model was set, until set again
+            return swapped
+        # the exact types: a bf16 cell is left as it is
+        report.cells = swap_cells(model, lambda cell: type(cell) in make, bf16_cell)
+        if not report.cells and not uses_bf16_gemms(model):   # a plain model: nothing to swap, so say so
             report.reason = "the model has no compiled-kernel products: kernels.accelerate(model) first"
     if notice and report.reason:
         print(report.line(), file=sys.stderr)

@@ -40,6 +40,7 @@ from mindspore import Parameter, nn, ops
 from mindspore.ops import CustomRegOp, DataType
 
 from ...common.errors import AlbertMinError
+from .swap import swap_cells
 
 TRAINING_REFUSED = "an int8 model predicts only; train the float32 model and quantize it after"
 
@@ -164,21 +165,14 @@ def quantize_int8(model, path=None, notice=True, weights_only=False):
         path = library() if path is None else path
         report = Int8Report(reason=unavailable(path))
     if report.reason is None:
-        swapped = {}                                  # id(Dense) -> its DenseInt8: shared cells once
-        for _, cell in list(model.cells_and_names()):
-            for name, child in list(cell.name_cells().items()):
-                if isinstance(child, DenseInt8) or not isinstance(child, nn.Dense) or child.activation_flag:
-                    continue
-                if id(child) not in swapped:
-                    swapped[id(child)] = (DenseInt8Weights if weights_only else DenseInt8)(child, path)
-                    w = child.weight.shape
-                    report.float32_bytes += 4 * (w[0] * w[1] + w[0])
-                    report.int8_bytes += w[0] * w[1] + 4 * 3 * w[0]
-                names = {p.name: p for p in swapped[id(child)].get_parameters()}
-                setattr(cell, name, swapped[id(child)])
-                for param_name, param in names.items():   # setattr prefixed them with the attribute name
-                    param.name = param_name
-        report.cells = len(swapped)
+        def quantized_cell(dense):                    # called once per distinct Dense: shared cells once
+            w = dense.weight.shape
+            report.float32_bytes += 4 * (w[0] * w[1] + w[0])
+            report.int8_bytes += w[0] * w[1] + 4 * 3 * w[0]
+            return (DenseInt8Weights if weights_only else DenseInt8)(dense, path)
+        report.cells = swap_cells(
+            model, lambda c: isinstance(c, nn.Dense) and not isinstance(c, DenseInt8) and not c.activation_flag,
+            quantized_cell)
     model.set_train(False)
     if notice:
         print(report.line(), file=sys.stderr)
