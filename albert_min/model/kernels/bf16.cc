@@ -19,6 +19,7 @@
 
 #include "aot.h"
 #include "helper.h"
+#include "onednn.h"
 
 // oneDNN's public C API (dnnl.h, as in onednn.h). Weak: a libdnnl without it leaves it null and
 // bf16_available() says so, instead of the whole library failing to load.
@@ -75,14 +76,9 @@ void round_all(std::initializer_list<Operand> operands) {
 }
 
 // C (M x N, ldc) = op(A) op(B) from bfloat16 operands, float32 result; oneDNN's status (0: success).
-// Empty products handled here, as onednn::sgemm does (oneDNN refuses a leading dimension of 0).
 int gemm(char ta, char tb, int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda, const uint16_t *B,
          int64_t ldb, float *C, int64_t ldc) {
-  if (M == 0 || N == 0) return 0;
-  if (K == 0) {
-    for (int64_t r = 0; r < M; ++r) std::memset(C + r * ldc, 0, N * sizeof(float));
-    return 0;
-  }
+  if (onednn::empty_product(M, N, K, C, ldc)) return 0;
   return dnnl_gemm_bf16bf16f32(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc);
 }
 

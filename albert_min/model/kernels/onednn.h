@@ -24,16 +24,20 @@ int dnnl_gemm_s8s8s32(char transa, char transb, char offsetc, int64_t M, int64_t
 
 namespace onednn {
 
+// Empty products, which oneDNN refuses (a K = 0 operand has a leading dimension of 0): true when
+// C (M x N, leading dimension ldc) is already the product, nothing or zeros, and no gemm is needed.
+inline bool empty_product(int64_t M, int64_t N, int64_t K, float *C, int64_t ldc) {
+  if (M == 0 || N == 0) return true;
+  if (K != 0) return false;
+  for (int64_t r = 0; r < M; ++r) std::memset(C + r * ldc, 0, N * sizeof(float));
+  return true;
+}
+
 // C (M x N, leading dimension ldc) = op(A) op(B), float32, row-major; 'N' or 'T' for op. Returns
-// oneDNN's status (0: success). Empty products are handled here: oneDNN refuses a leading
-// dimension of 0, which a K = 0 operand has.
+// oneDNN's status (0: success).
 inline int sgemm(char ta, char tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
                  int64_t ldb, float *C, int64_t ldc) {
-  if (M == 0 || N == 0) return 0;
-  if (K == 0) {
-    for (int64_t r = 0; r < M; ++r) std::memset(C + r * ldc, 0, N * sizeof(float));
-    return 0;
-  }
+  if (empty_product(M, N, K, C, ldc)) return 0;
   return dnnl_sgemm(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc);
 }
 
