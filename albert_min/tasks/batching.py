@@ -83,18 +83,32 @@ def bucketed_eval_batches(encoded, batch_size, max_length, smallest=16):
             yield idx, [encoded[i] for i in idx], num_rows, length
 
 
-def train_length(n, max_length):
-    """Padded length of a training batch whose longest row has ``n`` tokens: ``n`` rounded up
-    to a multiple of ``8 * ceil(max_length / 64)``, at most ``max_length`` (unless ``n`` is longer).
+MAX_TRAIN_LENGTHS = 8          # the most padded lengths a run's training batches use
+STEPS_PER_TRAIN_LENGTH = 100   # a run uses one more length per this many steps (``train_lengths_for``)
 
-    That is at most 8 lengths per run (multiples of 8 up to max_length 64, of 16 up to 128,
-    48 at 384, 64 at 512). A compiled train step is one graph per input shape, and MindSpore
-    keeps every graph, with its memory, for the life of the process: padded only to a multiple
-    of 8, a SQuAD run at max_length 384 met a new shape nearly every step and grew by ~1 GB
-    per step (docs/training.md, "Memory and batch shapes").
+
+def train_length(n, max_length, lengths=MAX_TRAIN_LENGTHS):
+    """Padded length of a training batch whose longest row has ``n`` tokens: ``n`` rounded up
+    to a multiple of ``8 * ceil(max_length / (8 * lengths))``, at most ``max_length`` (unless ``n``
+    is longer).
+
+    That is at most ``lengths`` lengths per run; with the default 8: multiples of 8 up to max_length
+    64, of 16 up to 128, 48 at 384, 64 at 512; with 1: every batch ``max_length``. A compiled train
+    step is one graph per input shape, and MindSpore keeps every graph, with its memory, for the
+    life of the process: padded only to a multiple of 8, a SQuAD run at max_length 384 met a new
+    shape nearly every step and grew by ~1 GB per step (docs/training.md, "Memory and batch shapes").
     """
-    step = 8 * -(-max_length // 64)
+    step = 8 * -(-max_length // (8 * lengths))
     return min(-(-n // step) * step, max(n, max_length))
+
+
+def train_lengths_for(total_steps):
+    """How many padded lengths (``train_length``'s ``lengths``) a run of ``total_steps`` steps uses:
+    one per ``STEPS_PER_TRAIN_LENGTH`` steps, from 1 to 8. Each length costs one compile of the train
+    step (2-3 s for the small model on 2 cores, as long as 20-40 of its steps), which a short run
+    cannot win back by padding less: a 20-step run pads every batch to one length and compiles once
+    (it compiled five times before); a run of 800 steps or more uses 8 lengths, as every run did."""
+    return max(1, min(MAX_TRAIN_LENGTHS, total_steps // STEPS_PER_TRAIN_LENGTH))
 
 
 def padding_limit(lengths, max_length):
@@ -104,9 +118,9 @@ def padding_limit(lengths, max_length):
     return min(max_length, max(lengths, default=max_length))
 
 
-def pad_for_training(rows, types, pad_id, max_length):
-    """``pad_with_types`` to ``train_length`` of the longest row (``max_length``: the run's)."""
-    return pad_with_types(rows, types, pad_id, length=train_length(max(len(r) for r in rows), max_length))
+def pad_for_training(rows, types, pad_id, max_length, lengths=MAX_TRAIN_LENGTHS):
+    """``pad_with_types`` to ``train_length`` of the longest row (``max_length``, ``lengths``: the run's)."""
+    return pad_with_types(rows, types, pad_id, length=train_length(max(len(r) for r in rows), max_length, lengths))
 
 
 def train_batch_indices(lengths, batch_size, rng: random.Random, bucket_batches=50):

@@ -39,6 +39,7 @@ from typing import Iterator, Optional
 
 import numpy as np
 
+from .batching import MAX_TRAIN_LENGTHS
 from .errors import DataError
 
 
@@ -48,6 +49,8 @@ class Prepared:
     examples: object          # what Task.read returned: the rows, with their labels if the file has them
     features: object          # the task's model inputs for them (opaque outside the task)
     max_length: int           # the truncation length the features were made with (recorded in the model folder)
+    train_lengths: int = MAX_TRAIN_LENGTHS   # the most padded lengths its training batches use (the Trainer
+    #                                          sets it from the run's steps: batching.train_lengths_for)
 
     def __len__(self):
         return len(self.examples)

@@ -17,6 +17,7 @@ import mindspore as ms
 from ..model.folder import CheckpointError, load_arrays, model_arrays, read_checkpoint, write_checkpoint
 from ..common.json_files import Field, JSONFileError, check_fields, read_json
 from ..common.safe_output import STATE_KIND, atomic_directory, recover_directory
+from ..tasks.batching import MAX_TRAIN_LENGTHS
 
 STATE_FILE = "state.json"
 WEIGHTS_FILE = "model.ckpt"   # always .ckpt (CRC-checked), whatever --format the run's model folder has
@@ -34,6 +35,8 @@ STATE_SCHEMA = {
     "loss_scale": Field(dict, required=False),         # float16 mixed precision: the dynamic loss scale's state
     "skipped_steps": Field(int, low=0, high=1 << 40, required=False),   # float16: steps skipped for overflow
     "cpu": Field(dict, required=False),                # on CPU: how MindSpore and the kernels ran (CPU_SCHEMA)
+    # the most padded lengths the run's batches use (batching.train_lengths_for); absent in older states: 8
+    "train_lengths": Field(int, low=1, high=MAX_TRAIN_LENGTHS, required=False),
 }
 RECORD_SCHEMA = {"step": Field(int, low=0, high=1 << 40)}
 CPU_SCHEMA = {"threads": Field(int, low=1, high=256),   # MindSpore's CPU kernel threads (device.default_cpu_threads)

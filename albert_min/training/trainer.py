@@ -15,6 +15,7 @@ What a batch holds and how the loss and the score are computed come from the tas
 Layer: ``albert_min.training``, above ``tasks`` (the layers: ``albert_min/__init__.py``).
 """
 
+import dataclasses
 import json
 import math
 import time
@@ -29,6 +30,7 @@ from ..common.parallel import SingleProcess
 from ..common.safe_output import output_lock
 from ..model import kernels
 from ..model.folder import SETTINGS_FILE, TRAIN_METRICS_FILE, model_arrays, save_model_dir
+from ..tasks.batching import MAX_TRAIN_LENGTHS, train_lengths_for
 from ..tasks.task_base import rows_of
 from .mixed_precision import (check_device, float32_forward, loss_scale_state, make_loss_scaler,
                               mixed_precision_network, restore_loss_scale)
@@ -78,6 +80,8 @@ class Trainer:
         self.total_steps = self.steps_per_epoch * config.epochs
         if config.max_steps:
             self.total_steps = min(self.total_steps, config.max_steps)
+        # each padded length is one compile of the train step: a short run pads to few (batching.train_lengths_for)
+        self.train = dataclasses.replace(train, train_lengths=train_lengths_for(self.total_steps))
         schedule = linear_warmup_decay(config.lr, self.total_steps, config.warmup)
         if config.adam_bias_correction:   # pre-training from random weights with a short warm-up: see the README
             schedule = with_adam_bias_correction(schedule)
@@ -92,7 +96,8 @@ class Trainer:
         self.counts_dropout_calls = bool(kernel_dropouts(model))   # the kernels' dropout: set before every step
         # epoch_losses: this epoch's losses so far, so a resumed epoch reports the same mean loss
         self.state = {"epoch": 0, "step": 0, "best": None, "history": [], "epoch_losses": [],
-                      "settings": {"training": config.to_dict(), **(settings or {})}, "inputs": inputs or {}}
+                      "settings": {"training": config.to_dict(), **(settings or {})}, "inputs": inputs or {},
+                      "train_lengths": self.train.train_lengths}
         if self.loss_scaler is not None:   # float16: the scale, and the steps skipped for overflowing gradients
             self.state.update({"loss_scale": loss_scale_state(self.loss_scaler), "skipped_steps": 0})
         if cpu_threads() is not None and ms.get_context("device_target") == "CPU":   # what a CPU resume must match
@@ -146,6 +151,9 @@ class Trainer:
         saved = load_training_state(self.config.state_dir, self.model, self.optimizer, recover=False)
         check_same_cpu_setup(saved.get("cpu"), self.state.get("cpu"), self.config.state_dir)
         self.state.update({k: saved[k] for k in ("epoch", "step", "best", "history", "epoch_losses")})
+        # the batches' padded lengths as the run began (a resume may extend its steps); older states: 8
+        self.state["train_lengths"] = saved.get("train_lengths", MAX_TRAIN_LENGTHS)
+        self.train = dataclasses.replace(self.train, train_lengths=self.state["train_lengths"])
         if self.loss_scaler is not None:
             if "loss_scale" not in saved or "skipped_steps" not in saved:
                 raise TrainingError(f"{self.config.state_dir}: the state has no loss scale; it is not a state of "

@@ -7,6 +7,7 @@ and a new shape's graph keeps little memory of its own (the attention mask is br
 is added, the head transposes are the compiled kernel's). Before, a SQuAD run at max_length 384
 met a new shape nearly every step and grew by ~1 GB a step until it was killed.
 """
+import dataclasses
 import json
 import os
 import subprocess
@@ -17,7 +18,7 @@ import pytest
 
 from albert_min.model import kernels
 from albert_min.model.config import AlbertConfig
-from albert_min.tasks.batching import padding_limit, train_length
+from albert_min.tasks.batching import padding_limit, train_length, train_lengths_for
 from albert_min.common.parallel import SingleProcess
 from albert_min.tasks import get_task
 from helpers.paths import FIXTURES, ROOT
@@ -195,3 +196,60 @@ def test_short_data_is_padded_from_its_own_lengths_not_towards_max_length(name, 
     assert padded == [train_length(n, padding_limit(real, max_length)) for n in real]
     assert max(padded) == longest and len(set(padded)) <= 8
     assert min(padded) < 8 * max_length // 64                      # the old floor, 64
+
+
+def test_train_length_with_fewer_lengths_gives_at_most_that_many():
+    for lengths in range(1, 9):
+        for max_length in range(3, 300):
+            padded = [train_length(n, max_length, lengths) for n in range(1, max_length + 1)]
+            assert len(set(padded)) <= lengths, (lengths, max_length)
+            assert all(n <= length <= max_length for n, length in enumerate(padded, start=1))
+    assert {train_length(n, 64, 1) for n in range(1, 65)} == {64}       # one length: every batch max_length
+    assert sorted({train_length(n, 64, 2) for n in range(1, 65)}) == [32, 64]
+    assert all(train_length(n, m) == train_length(n, m, 8) for m in (24, 64, 128, 384) for n in range(1, m + 1))
+    assert train_length(70, 64, 1) == 70                                 # a longer row is never cut
+
+
+def test_a_run_uses_one_padded_length_per_100_steps_up_to_8():
+    assert [train_lengths_for(s) for s in (0, 1, 20, 99, 100, 199, 200, 450, 799, 800, 3159, 10 ** 6)] == \
+        [1, 1, 1, 1, 1, 1, 2, 4, 7, 8, 8, 8]
+
+
+@pytest.mark.parametrize("name", sorted(TASKS))
+def test_every_task_pads_to_one_length_in_a_run_that_uses_one(name, tok, tmp_path):
+    """The same data as above, prepared for a run of one padded length (``train_lengths`` 1, as the
+    Trainer sets it for a run under 200 steps): every batch the same length, each fitting its rows."""
+    make_file, options = TASKS[name]
+    task, max_length = get_task(name, **options), 128
+    examples = task.read(make_file(tmp_path))
+    task.configure_model(AlbertConfig(), examples)
+    prepared = dataclasses.replace(task.prepare(examples, tok, max_length), train_lengths=1)
+    shapes, longest = set(), 0
+    for batch in task.train_batches(prepared, 0, 1, 0, SingleProcess()):
+        S = batch[0].shape[-1]
+        shapes.add(S)
+        longest = max(longest, int(batch[2].reshape(-1, S).sum(-1).max()))
+    assert len(shapes) == 1 and longest <= shapes.pop() <= max_length
+
+
+def test_a_short_run_compiles_one_shape_and_a_resumed_older_state_keeps_8(tmp_path, monkeypatch):
+    """train.py: a 6-step run pads every batch to one length and records it in its state; a state
+    saved before the record existed (no ``train_lengths``) resumes with the 8 lengths it was padded to."""
+    import train
+    from albert_min.training import trainer
+    from helpers.tiny_runs import TINY_MODEL, sentiment_tsv
+    seen = []
+    step = trainer.Trainer.step
+    monkeypatch.setattr(trainer.Trainer, "step",
+                        lambda self, batch: seen.append((self.train.train_lengths, batch[0].shape[-1])) or step(self, batch))
+    tsv = sentiment_tsv(tmp_path / "train.tsv", 48, seed=3)
+    args = ["--train", tsv, "--output", str(tmp_path / "o"), "--batch-size", "8", "--epochs", "1", *TINY_MODEL]
+    state = train.main(args + ["--max-steps", "3", "--save-every", "3"])
+    assert state["train_lengths"] == 1 and len(seen) == 3
+    assert {lengths for lengths, _ in seen} == {1} and len({S for _, S in seen}) == 1
+    load = trainer.load_training_state
+    monkeypatch.setattr(trainer, "load_training_state",
+                        lambda *a, **k: {key: v for key, v in load(*a, **k).items() if key != "train_lengths"})
+    seen.clear()
+    state = train.main(["--output", str(tmp_path / "o"), "--resume", "--max-steps", "6", "--quiet"])
+    assert state["train_lengths"] == 8 and {lengths for lengths, _ in seen} == {8} and len(seen) == 3

@@ -12,7 +12,7 @@ import re
 
 import numpy as np
 
-from ..batching import pad_batch, train_length
+from ..batching import MAX_TRAIN_LENGTHS, pad_batch, train_length
 from .metric import entities
 
 
@@ -52,12 +52,12 @@ def encode_sentences(tokenizer, sentences, label_names, max_length):
     return feats
 
 
-def batch(features, indices, pad_id, max_length=None):
+def batch(features, indices, pad_id, max_length=None, lengths=MAX_TRAIN_LENGTHS):
     """Rows ``indices`` -> (input_ids, token_type_ids, attention_mask, labels), int32 ``[B, S]``;
     labels are IGNORE on padding. S is the longest row rounded up to ``batching.train_length`` of
-    ``max_length`` (None: to a multiple of 8)."""
+    ``max_length`` and ``lengths`` (``max_length`` None: to a multiple of 8)."""
     rows = [features.input_ids[i] for i in indices]
-    length = train_length(max(len(r) for r in rows), max_length) if max_length else None
+    length = train_length(max(len(r) for r in rows), max_length, lengths) if max_length else None
     input_ids, token_type_ids, attention_mask = pad_batch(rows, pad_id, length=length)
     labels = np.full(input_ids.shape, IGNORE, np.int32)
     for r, i in enumerate(indices):

@@ -90,7 +90,7 @@ class ConllTask(Task):
         lengths = [len(r) for r in features.input_ids]
         limit = padding_limit(lengths, train.max_length)   # the data's longest row, if shorter than --max-length
         for idx in shuffled_batches(lengths, batch_size, random.Random(seed + epoch), parallel):
-            yield batch(features, list(idx), pad_id, limit)
+            yield batch(features, list(idx), pad_id, limit, train.train_lengths)
 
     def loss_fn(self, model):
         from .loss import make_token_loss_fn

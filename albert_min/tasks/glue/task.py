@@ -89,7 +89,8 @@ class GlueTask(Task):
         lengths = [len(r) for r in ids]
         limit = padding_limit(lengths, train.max_length)   # the data's longest row, if shorter than --max-length
         for idx in shuffled_batches(lengths, batch_size, random.Random(seed + epoch), parallel):
-            batch = pad_for_training([ids[i] for i in idx], [types[i] for i in idx], pad_id, limit)
+            batch = pad_for_training([ids[i] for i in idx], [types[i] for i in idx], pad_id, limit,
+                                     train.train_lengths)
             yield (*batch, np.array([labels[i] for i in idx], dtype))
 
     def loss_fn(self, model):

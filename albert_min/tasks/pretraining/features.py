@@ -19,7 +19,7 @@ import random
 
 import numpy as np
 
-from ..batching import pad_for_training
+from ..batching import MAX_TRAIN_LENGTHS, pad_for_training
 
 
 MAX_NGRAM = 3
@@ -117,14 +117,14 @@ def make_sentence_examples(task, documents_ids, max_length, rng: random.Random):
     return make_sop_examples(documents_ids, max_length, rng)
 
 
-def sop_batch(examples, tokenizer, max_length):
+def sop_batch(examples, tokenizer, max_length, lengths=MAX_TRAIN_LENGTHS):
     """SOP examples -> (input_ids, token_type_ids, attention_mask, sop_labels), padded to
-    ``batching.train_length`` of ``max_length``."""
+    ``batching.train_length`` of ``max_length`` and ``lengths``."""
     rows, types = [], []
     for a, b, _ in examples:
         rows.append([tokenizer.cls_token_id] + a + [tokenizer.sep_token_id] + b + [tokenizer.sep_token_id])
         types.append([0] * (len(a) + 2) + [1] * (len(b) + 1))
-    input_ids, token_type_ids, attention_mask = pad_for_training(rows, types, tokenizer.pad_token_id, max_length)
+    input_ids, token_type_ids, attention_mask = pad_for_training(rows, types, tokenizer.pad_token_id, max_length, lengths)
     return input_ids, token_type_ids, attention_mask, np.array([e[2] for e in examples], np.int32)
 
 
@@ -198,9 +198,10 @@ class PretrainingBatcher:
         self.mask_prob = mask_prob
         self.max_predictions = max(1, int(round(max_length * mask_prob)))
 
-    def __call__(self, examples, rng: np.random.Generator):
+    def __call__(self, examples, rng: np.random.Generator, lengths=MAX_TRAIN_LENGTHS):
+        """``lengths``: the most padded lengths the run's batches use (``batching.train_length``)."""
         tok = self.tokenizer
-        input_ids, token_type_ids, attention_mask, labels = sop_batch(examples, tok, self.max_length)
+        input_ids, token_type_ids, attention_mask, labels = sop_batch(examples, tok, self.max_length, lengths)
         B, S = input_ids.shape
         P = self.max_predictions
         positions = np.zeros((B, P), np.int32)

@@ -81,7 +81,7 @@ class PretrainingTask(Task):
         examples, rng = self._epoch_examples(train, epoch, seed), np.random.default_rng(seed + epoch)
         batcher = train.features["batcher"]
         for start in range(0, len(examples), batch_size):
-            batch = batcher(examples[start:start + batch_size], rng)   # masks drawn for the global batch
+            batch = batcher(examples[start:start + batch_size], rng, train.train_lengths)   # masks for the global batch
             rows = parallel.shard(len(batch[-1]))
             if rows is not None:
                 yield self.split_batch(batch, rows) if parallel.size > 1 else batch

@@ -6,7 +6,7 @@ last ``max_qa_length`` pieces and the article truncated to fill the rest.
 
 import numpy as np
 
-from ..batching import pad_with_types, train_length
+from ..batching import MAX_TRAIN_LENGTHS, pad_with_types, train_length
 
 
 def question_with_option(question, option):
@@ -40,13 +40,14 @@ def encode_questions(tokenizer, questions, max_length, max_qa_length=128):
     return out
 
 
-def batch(encoded, labels, pad_id, max_length=None):
+def batch(encoded, labels, pad_id, max_length=None, lengths=MAX_TRAIN_LENGTHS):
     """Questions -> input_ids, token_type_ids, attention_mask int32 ``[B, 4, S]`` and labels ``[B]``;
-    S is the longest sequence rounded up to ``batching.train_length`` of ``max_length`` (None: to a multiple of 8)."""
+    S is the longest sequence rounded up to ``batching.train_length`` of ``max_length`` and ``lengths``
+    (``max_length`` None: to a multiple of 8)."""
     rows = [r for rs, _ in encoded for r in rs]
     types = [t for _, ts in encoded for t in ts]
     longest = max(len(r) for r in rows)
-    length = train_length(longest, max_length) if max_length else -(-longest // 8) * 8
+    length = train_length(longest, max_length, lengths) if max_length else -(-longest // 8) * 8
     arrays = pad_with_types(rows, types, pad_id, length=length)
     B = len(encoded)
     input_ids, token_type_ids, attention_mask = (a.reshape(B, 4, length) for a in arrays)

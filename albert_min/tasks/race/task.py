@@ -80,7 +80,8 @@ class RaceTask(Task):
         lengths = [len(q.article) for q in questions]
         for idx in shuffled_batches(lengths, batch_size, random.Random(seed + epoch), parallel):
             chosen = [questions[i] for i in idx]
-            yield batch(self._encode(train, chosen), [q.label for q in chosen], pad_id, train.max_length)
+            yield batch(self._encode(train, chosen), [q.label for q in chosen], pad_id, train.max_length,
+                        train.train_lengths)
 
     def loss_fn(self, model):
         from .loss import make_choice_loss_fn

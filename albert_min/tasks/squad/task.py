@@ -207,7 +207,8 @@ class SquadTask(Task):
         limit = padding_limit(lengths, train.max_length)   # the windows' longest, if shorter than --max-length
         for idx in shuffled_batches(lengths, batch_size, random.Random(seed + epoch), parallel):
             types = [[0] * context[i] + [1] * (len(ids[i]) - context[i]) for i in idx]
-            yield (*pad_for_training([ids[i] for i in idx], types, pad_id, limit), starts[idx], ends[idx])
+            yield (*pad_for_training([ids[i] for i in idx], types, pad_id, limit, train.train_lengths),
+                   starts[idx], ends[idx])
 
     def loss_fn(self, model):
         from .loss import make_qa_loss_fn

@@ -218,9 +218,9 @@ def test_heldout_masks_stay_at_15_percent_whatever_mask_prob(tmp_path, monkeypat
 
     real_batcher_call = pretraining_features.PretrainingBatcher.__call__
 
-    def recording_call(self, examples, rng):
+    def recording_call(self, examples, rng, *lengths):
         seen.setdefault("shares", set()).add(self.mask_prob)
-        return real_batcher_call(self, examples, rng)
+        return real_batcher_call(self, examples, rng, *lengths)
 
     monkeypatch.setattr(pretraining_metric, "HeldOut", recording_heldout)
     monkeypatch.setattr(pretraining_features.PretrainingBatcher, "__call__", recording_call)
