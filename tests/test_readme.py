@@ -246,3 +246,14 @@ def test_readme_is_at_most_250_lines_and_shows_both_ways_to_run_the_commands():
     assert any(":train.py " in i for i in readme) and any(":albert_min.evaluate " in i for i in readme)
     for name in ("python -m albert_min.train", "albert-min-train", "albert-min-evaluate", "`sentence_label`"):
         assert name in text, name
+
+
+def test_a_max_steps_marker_shortens_the_train_commands_and_leaves_the_others():
+    from helpers.readme_examples import examples
+    block = ("<!-- example: max-steps 20 -->\n```bash\npython3 train.py --train a.tsv --output runs/x\n"
+             "python3 evaluate.py --model weights/sst2-small --int8\n```\n")
+    train_example, evaluate_example = examples(block)[0]
+    assert train_example.shell() == "python3 train.py --train a.tsv --output runs/x --max-steps 20"
+    assert evaluate_example.shell() == "python3 evaluate.py --model weights/sst2-small --int8"
+    with pytest.raises(ValueError, match="a 'max-steps' marker on a block with no train.py command"):
+        examples(block.replace("python3 train.py --train a.tsv --output runs/x\n", ""))

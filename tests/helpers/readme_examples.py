@@ -118,7 +118,12 @@ def examples(readme_text):
             skipped.append((line, marker["skip"]))
             continue
         pieces = [code] if lang == "python" else bash_commands(code)
-        runnable += [Example(line, lang, piece, marker["peak_gb"], marker["max_steps"], marker["exit_code"]) for piece in pieces]
+        trains = [lang == "bash" and re.search(r"train\.py\b", piece) is not None for piece in pieces]
+        if marker["max_steps"] and not any(trains):
+            raise ValueError(f"README line {line}: a 'max-steps' marker on a block with no train.py command")
+        # the marker's --max-steps goes to the block's train.py commands; its other commands run as written
+        runnable += [Example(line, lang, piece, marker["peak_gb"], marker["max_steps"] if trains_it else None,
+                             marker["exit_code"]) for piece, trains_it in zip(pieces, trains)]
     return runnable, skipped
 
 
