@@ -49,6 +49,10 @@ DEFAULT = "CPU"                      # ... and when that is not set either
 THREADS_ENVIRONMENT = "ALBERT_MIN_CPU_THREADS"   # MindSpore's CPU kernel threads, where the kernels are built
 CACHE_ENVIRONMENT = "ALBERT_MIN_CACHE"          # the compile cache and the kernels' builds
 POOL_STEP = "0.25GB"                 # MindSpore's CPU memory pool starts at this and grows by it (see set_cpu_memory_pool)
+# MindSpore's runtime runs a graph on its own threads; by default the calling (Python) thread then
+# busy-waits for it (AsyncRQueue::Wait), a third thread spinning on 2 cores beside the kernels' two.
+# "1": it sleeps while it waits instead (see host_blocking_run).
+HOST_BLOCKING = "MS_DEV_HOST_BLOCKING_RUN"
 
 
 class DeviceError(AlbertMinError):
@@ -161,6 +165,7 @@ def use_device(name=None, cpu_threads=None, flag="device", cpu_setup=None):
         raise DeviceError(f"{given}: MindSpore's device is already fixed in this process ({current_device()}); "
                           "choose it before the first model or tensor, once per process") from None
     if applies_cpu_only_parts(device):
+        host_blocking_run()
         set_cpu_memory_pool()
         any_count_repeats = bool(cpu_setup(cpu_threads)) if cpu_setup is not None else False   # before MindSpore's threads
         set_cpu_threads(default_cpu_threads(any_count_repeats) if cpu_threads is None else cpu_threads)
@@ -174,6 +179,16 @@ def _plugin_error(device):
     lines = [" ".join(line.split()) for line in MSContext.get_instance().load_plugin_error().splitlines()]
     text = next((line for line in lines if device.lower() in line.lower()), "")
     return text if len(text) <= 200 else text[:197] + "..."
+
+
+def host_blocking_run():
+    """On CPU, the Python thread that runs a step or a prediction waits for MindSpore's graph without
+    spinning: $MS_DEV_HOST_BLOCKING_RUN=1 unless the caller set it. By default MindSpore's caller spins
+    in AsyncRQueue::Wait while the graph runs (perf, base train step: a third of the process's CPU
+    samples), and on 2 cores that spinning thread takes its share from the kernels' two threads
+    (benchmarks/amp_speed.py --base-vs-torch: docs/mixed-precision.md). It changes which thread waits
+    how, never what is computed: the same bits. Before the first graph runs (``use_device``)."""
+    os.environ.setdefault(HOST_BLOCKING, "1")
 
 
 def set_cpu_threads(threads=1):
