@@ -33,15 +33,37 @@ int integer_product(int64_t rows, int64_t N, int64_t K, const uint8_t *q, const 
 }
 
 // Row r of x as uint8 with its scale and zero point: the range [min(x, 0), max(x, 0)] in 255 steps
-// (0 exactly representable). Returns false when the row holds a NaN or an infinity.
+// (0 exactly representable). Returns false when the row holds a NaN or an infinity. Both passes
+// vectorise: the first keeps kLanes running minima, maxima and NaN flags, one per vector lane (an
+// elementwise loop; a single running minimum is a reduction the compiler leaves scalar without
+// -ffast-math), combined at the end: min and max are exact, so the lanes give the scalar loop's lo
+// and hi. A NaN never reaches lo or hi (comparisons with it are false); an infinity does.
 bool quantize_row(const float *x, int64_t K, uint8_t *q, float *scale, int32_t *zero_point) {
-  float lo = 0.0f, hi = 0.0f, probe = 0.0f;
-  for (int64_t k = 0; k < K; ++k) {
-    lo = x[k] < lo ? x[k] : lo;
-    hi = x[k] > hi ? x[k] : hi;
-    probe += x[k] * 0.0f;                 // NaN if any element is NaN or infinite
+  constexpr int kLanes = 16;
+  float lo_lane[kLanes] = {}, hi_lane[kLanes] = {};
+  int nan_lane[kLanes] = {};
+  int64_t k = 0;
+  for (; k + kLanes <= K; k += kLanes)
+    for (int l = 0; l < kLanes; ++l) {
+      const float v = x[k + l];
+      lo_lane[l] = v < lo_lane[l] ? v : lo_lane[l];
+      hi_lane[l] = v > hi_lane[l] ? v : hi_lane[l];
+      nan_lane[l] |= v != v;
+    }
+  for (int l = 0; k < K; ++k, ++l) {
+    const float v = x[k];
+    lo_lane[l] = v < lo_lane[l] ? v : lo_lane[l];
+    hi_lane[l] = v > hi_lane[l] ? v : hi_lane[l];
+    nan_lane[l] |= v != v;
   }
-  if (probe != 0.0f) return false;
+  float lo = 0.0f, hi = 0.0f;
+  int nan = 0;
+  for (int l = 0; l < kLanes; ++l) {
+    lo = lo_lane[l] < lo ? lo_lane[l] : lo;
+    hi = hi_lane[l] > hi ? hi_lane[l] : hi;
+    nan |= nan_lane[l];
+  }
+  if (nan || !std::isfinite(lo) || !std::isfinite(hi)) return false;
   const float step = (hi - lo) / 255.0f;
   const float s = step > 0.0f ? step : 1.0f;   // an all-zero row: q = zp = 0
   const float inv = 1.0f / s;
@@ -58,9 +80,12 @@ bool quantize_row(const float *x, int64_t K, uint8_t *q, float *scale, int32_t *
   return true;
 }
 
-// Rows [begin, end) of y from x: quantize, one int8 gemm, dequantize with the bias.
-void dense_int8_rows(int64_t begin, int64_t end, int64_t N, int64_t K, const float *x, const int8_t *w,
-                     const float *w_scale, const int32_t *w_rowsum, const float *b, float *y) {
+// Rows [begin, end) of x W^T + b: quantize, one int8 gemm, dequantize with the bias. Output row r's
+// columns go in blocks of `block` contiguous floats (a multiple of it divides N) to place(r, c), the
+// address of column c of row r: y's row for a Dense layer, the heads' layout for q, k and v.
+template <typename Place>
+void int8_rows(int64_t begin, int64_t end, int64_t N, int64_t K, const float *x, const int8_t *w,
+               const float *w_scale, const int32_t *w_rowsum, const float *b, int64_t block, Place place) {
   const int64_t rows = end - begin;
   if (rows <= 0) return;
   thread_local std::vector<uint8_t> q;
@@ -74,16 +99,19 @@ void dense_int8_rows(int64_t begin, int64_t end, int64_t N, int64_t K, const flo
     finite[r] = quantize_row(x + (begin + r) * K, K, q.data() + r * K, &scale[r], &zero_point[r]);
   const int status = integer_product(rows, N, K, q.data(), w, acc.data());
   for (int64_t r = 0; r < rows; ++r) {
-    float *yr = y + (begin + r) * N;
     const int32_t *ar = acc.data() + r * N;
-    if (status != 0 || !finite[r]) {          // never a plausible number from a failed call or a NaN input
-      for (int64_t c = 0; c < N; ++c) yr[c] = NAN;
-      continue;
-    }
+    const bool failed = status != 0 || !finite[r];   // never a plausible number from a failed call or a NaN input
     const float sa = scale[r];
     const int32_t zp = zero_point[r];
-    for (int64_t c = 0; c < N; ++c)
-      yr[c] = static_cast<float>(ar[c] - zp * w_rowsum[c]) * (sa * w_scale[c]) + b[c];
+    for (int64_t c0 = 0; c0 < N; c0 += block) {
+      float *yr = place(begin + r, c0);
+      if (failed) {
+        for (int64_t c = 0; c < block; ++c) yr[c] = NAN;
+        continue;
+      }
+      for (int64_t c = 0; c < block; ++c)
+        yr[c] = static_cast<float>(ar[c0 + c] - zp * w_rowsum[c0 + c]) * (sa * w_scale[c0 + c]) + b[c0 + c];
+    }
   }
 }
 
@@ -116,7 +144,7 @@ extern "C" int dense_int8_forward(int nparam, void **params, int *ndims, int64_t
   if (dnnl_gemm_u8s8s32 == nullptr) return 1;
   const int64_t K = shapes[0][ndims[0] - 1], M = helper::leading_rows(ndims[0], shapes[0]), N = shapes[1][0];
   helper::split_range(M, M * N * K >= 4 * helper::kMinWork, [&](int64_t begin, int64_t end) {
-    dense_int8_rows(begin, end, N, K, x, w, w_scale, w_rowsum, b, y);
+    int8_rows(begin, end, N, K, x, w, w_scale, w_rowsum, b, N, [&](int64_t r, int64_t c) { return y + r * N + c; });
   });
   return 0;
 }
@@ -126,4 +154,38 @@ extern "C" std::vector<int64_t> dense_int8_forwardInferShape(int *ndims, int64_t
   std::vector<int64_t> out(shapes[0], shapes[0] + ndims[0]);
   out.back() = shapes[1][0];                                // x (..., K), W (N, K) -> (..., N)
   return out;
+}
+
+// Attention's q, k and v from one int8 product over their concatenated weights: each row of x is
+// quantized once (not once per projection), and the results are written in the heads' layout, so
+// no head split follows. Per-output-channel weights and per-row activations make every output the
+// same bits as three dense_int8_forward calls followed by the head split.
+// inputs:  x (B, S, H) float32, W (3, N, D, H) int8 (the query's, key's and value's rows), w_scale (3 N D)
+//          float32, w_rowsum (3 N D) int32, b (3 N D) float32
+// outputs: qkv (3, B, N, S, D) float32: q, k, v each [B, N, S, D]
+extern "C" int qkv_int8_forward(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,
+                                void *stream, void *extra) {
+  const float *x = static_cast<const float *>(params[0]);
+  const int8_t *w = static_cast<const int8_t *>(params[1]);
+  const float *w_scale = static_cast<const float *>(params[2]);
+  const int32_t *w_rowsum = static_cast<const int32_t *>(params[3]);
+  const float *b = static_cast<const float *>(params[4]);
+  float *out = static_cast<float *>(params[5]);
+  if (dnnl_gemm_u8s8s32 == nullptr) return 1;
+  const int64_t B = shapes[0][0], S = shapes[0][1], K = shapes[0][2];
+  const int64_t heads = shapes[1][1], D = shapes[1][2], N = 3 * heads * D;
+  const int64_t M = B * S;
+  helper::split_range(M, M * N * K >= 4 * helper::kMinWork, [&](int64_t begin, int64_t end) {
+    int8_rows(begin, end, N, K, x, w, w_scale, w_rowsum, b, D, [&](int64_t r, int64_t c) {
+      const int64_t part_head = c / D, part = part_head / heads, head = part_head % heads;   // c = (part, head, d)
+      const int64_t batch = r / S, position = r % S;
+      return out + (((part * B + batch) * heads + head) * S + position) * D;
+    });
+  });
+  return 0;
+}
+
+extern "C" std::vector<int64_t> qkv_int8_forwardInferShape(int *ndims, int64_t **shapes, void *extra) {
+  if (ndims[0] > 0 && shapes[0][0] == -2) return {-2};     // unknown rank
+  return {3, shapes[0][0], shapes[1][1], shapes[0][1], shapes[1][2]};   // x (B, S, H), W (3, N, D, H)
 }
