@@ -9,8 +9,10 @@
 // dense_forward's (helper.h): each output computed by one thread, the same bits at any count.
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
+#include "aot.h"
 #include "helper.h"
 
 // oneDNN's public C API (dnnl.h; no headers ship with MindSpore). Weak: a libdnnl without them
@@ -80,23 +82,41 @@ bool quantize_row(const float *x, int64_t K, uint8_t *q, float *scale, int32_t *
   return true;
 }
 
+// max of x[0, n) (-inf for n = 0; a NaN is passed over) in kLanes running maxima, one per vector lane
+// (a single running maximum stays scalar without -ffast-math); max is exact: any grouping agrees.
+float lane_max(int64_t n, const float *x) {
+  constexpr int kLanes = 16;
+  float lanes[kLanes];
+  for (int l = 0; l < kLanes; ++l) lanes[l] = -INFINITY;
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int l = 0; l < kLanes; ++l) lanes[l] = x[i + l] > lanes[l] ? x[i + l] : lanes[l];
+  for (int l = 0; i < n; ++i, ++l) lanes[l] = x[i] > lanes[l] ? x[i] : lanes[l];
+  float peak = -INFINITY;
+  for (int l = 0; l < kLanes; ++l) peak = lanes[l] > peak ? lanes[l] : peak;
+  return peak;
+}
+
 // Rows [begin, end) of x W^T + b: quantize, one int8 gemm, dequantize with the bias. Output row r's
 // columns go in blocks of `block` contiguous floats (a multiple of it divides N) to place(r, c), the
 // address of column c of row r: y's row for a Dense layer, the heads' layout for q, k and v.
-template <typename Place>
-void int8_rows(int64_t begin, int64_t end, int64_t N, int64_t K, const float *x, const int8_t *w,
+// Input row r is row(r, buffer): x's row, or one gathered into buffer (K floats).
+template <typename Row, typename Place>
+void int8_rows(int64_t begin, int64_t end, int64_t N, int64_t K, Row row, const int8_t *w,
                const float *w_scale, const int32_t *w_rowsum, const float *b, int64_t block, Place place) {
   const int64_t rows = end - begin;
   if (rows <= 0) return;
   thread_local std::vector<uint8_t> q;
   thread_local std::vector<int32_t> acc;
+  thread_local std::vector<float> gathered;
+  gathered.resize(K);
   std::vector<float> scale(rows);
   std::vector<int32_t> zero_point(rows);
   std::vector<char> finite(rows);
   q.resize(rows * K);
   acc.resize(rows * N);
   for (int64_t r = 0; r < rows; ++r)
-    finite[r] = quantize_row(x + (begin + r) * K, K, q.data() + r * K, &scale[r], &zero_point[r]);
+    finite[r] = quantize_row(row(begin + r, gathered.data()), K, q.data() + r * K, &scale[r], &zero_point[r]);
   const int status = integer_product(rows, N, K, q.data(), w, acc.data());
   for (int64_t r = 0; r < rows; ++r) {
     const int32_t *ar = acc.data() + r * N;
@@ -144,7 +164,8 @@ extern "C" int dense_int8_forward(int nparam, void **params, int *ndims, int64_t
   if (dnnl_gemm_u8s8s32 == nullptr) return 1;
   const int64_t K = shapes[0][ndims[0] - 1], M = helper::leading_rows(ndims[0], shapes[0]), N = shapes[1][0];
   helper::split_range(M, M * N * K >= 4 * helper::kMinWork, [&](int64_t begin, int64_t end) {
-    int8_rows(begin, end, N, K, x, w, w_scale, w_rowsum, b, N, [&](int64_t r, int64_t c) { return y + r * N + c; });
+    int8_rows(begin, end, N, K, [&](int64_t r, float *) { return x + r * K; }, w, w_scale, w_rowsum, b, N,
+              [&](int64_t r, int64_t c) { return y + r * N + c; });
   });
   return 0;
 }
@@ -176,7 +197,8 @@ extern "C" int qkv_int8_forward(int nparam, void **params, int *ndims, int64_t *
   const int64_t heads = shapes[1][1], D = shapes[1][2], N = 3 * heads * D;
   const int64_t M = B * S;
   helper::split_range(M, M * N * K >= 4 * helper::kMinWork, [&](int64_t begin, int64_t end) {
-    int8_rows(begin, end, N, K, x, w, w_scale, w_rowsum, b, D, [&](int64_t r, int64_t c) {
+    int8_rows(begin, end, N, K, [&](int64_t r, float *) { return x + r * K; }, w, w_scale, w_rowsum, b, D,
+              [&](int64_t r, int64_t c) {
       const int64_t part_head = c / D, part = part_head / heads, head = part_head % heads;   // c = (part, head, d)
       const int64_t batch = r / S, position = r % S;
       return out + (((part * B + batch) * heads + head) * S + position) * D;
@@ -188,4 +210,67 @@ extern "C" int qkv_int8_forward(int nparam, void **params, int *ndims, int64_t *
 extern "C" std::vector<int64_t> qkv_int8_forwardInferShape(int *ndims, int64_t **shapes, void *extra) {
   if (ndims[0] > 0 && shapes[0][0] == -2) return {-2};     // unknown rank
   return {3, shapes[0][0], shapes[1][1], shapes[0][1], shapes[1][2]};   // x (B, S, H), W (3, N, D, H)
+}
+
+// Attention's output projection straight from the heads' layout: y = merge(x) W^T + b, merge(x)[b, s] the
+// N heads' D floats of position s side by side, gathered as each row is quantized (no Transpose
+// before it); the same bits as dense_int8_forward on the merged tensor.
+// inputs:  x (B, N, S, D) float32, W (Nout, N D) int8, w_scale (Nout), w_rowsum (Nout), b (Nout)
+// outputs: y (B, S, Nout) float32
+extern "C" int dense_int8_heads_forward(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,
+                                        void *stream, void *extra) {
+  const float *x = static_cast<const float *>(params[0]);
+  const int8_t *w = static_cast<const int8_t *>(params[1]);
+  const float *w_scale = static_cast<const float *>(params[2]);
+  const int32_t *w_rowsum = static_cast<const int32_t *>(params[3]);
+  const float *b = static_cast<const float *>(params[4]);
+  float *y = static_cast<float *>(params[5]);
+  if (dnnl_gemm_u8s8s32 == nullptr) return 1;
+  const int64_t B = shapes[0][0], heads = shapes[0][1], S = shapes[0][2], D = shapes[0][3];
+  const int64_t K = heads * D, M = B * S, N = shapes[1][0];
+  helper::split_range(M, M * N * K >= 4 * helper::kMinWork, [&](int64_t begin, int64_t end) {
+    int8_rows(begin, end, N, K, [&](int64_t r, float *buffer) {
+                const int64_t batch = r / S, position = r % S;
+                for (int64_t h = 0; h < heads; ++h)
+                  std::memcpy(buffer + h * D, x + ((batch * heads + h) * S + position) * D, D * sizeof(float));
+                return static_cast<const float *>(buffer);
+              }, w, w_scale, w_rowsum, b, N, [&](int64_t r, int64_t c) { return y + r * N + c; });
+  });
+  return 0;
+}
+
+extern "C" std::vector<int64_t> dense_int8_heads_forwardInferShape(int *ndims, int64_t **shapes, void *extra) {
+  if (ndims[0] > 0 && shapes[0][0] == -2) return {-2};     // unknown rank
+  return {shapes[0][0], shapes[0][2], shapes[1][0]};        // x (B, N, S, D), W (Nout, N D) -> (B, S, Nout)
+}
+
+// The attention probabilities in one pass: softmax over the keys of scores * scale + mask, where
+// MindSpore ran a Mul, a BroadcastTo, an Add and a Softmax (each a pass over [B, N, S, T]).
+// e^x: aot::exp_approx (about 1 ulp); the sum: aot::lane_sum (a fixed order, any thread count).
+// inputs:  scores (B, N, S, T) float32, mask (B, 1, 1, T) float32 (additive), scale (1) float32
+// outputs: probs (B, N, S, T) float32
+extern "C" int masked_softmax(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,
+                              void *stream, void *extra) {
+  const float *scores = static_cast<const float *>(params[0]);
+  const float *mask = static_cast<const float *>(params[1]);
+  const float scale = *static_cast<const float *>(params[2]);
+  float *probs = static_cast<float *>(params[3]);
+  const int64_t B = shapes[0][0], heads = shapes[0][1], S = shapes[0][2], T = shapes[0][3];
+  const int64_t rows = B * heads * S;
+  helper::split_range(rows, rows * T >= helper::kMinElements, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float *in = scores + r * T, *m = mask + (r / (heads * S)) * T;
+      float *out = probs + r * T;
+      for (int64_t t = 0; t < T; ++t) out[t] = in[t] * scale + m[t];
+      const float peak = lane_max(T, out);
+      for (int64_t t = 0; t < T; ++t) out[t] = aot::exp_approx(out[t] - peak);
+      const float inv = 1.0f / aot::lane_sum(T, [&](int64_t t) { return out[t]; });
+      for (int64_t t = 0; t < T; ++t) out[t] *= inv;
+    }
+  });
+  return 0;
+}
+
+extern "C" std::vector<int64_t> masked_softmaxInferShape(int *ndims, int64_t **shapes, void *extra) {
+  return aot::shape_of(ndims[0], shapes[0]);
 }

@@ -42,7 +42,6 @@ from mindspore.ops import CustomRegOp, DataType
 from ...common.errors import AlbertMinError
 from ..modeling import AlbertAttention
 from .accelerate import KernelAttention
-from .layers import Softmax, SwapMiddleAxes
 from .swap import swap_cells
 
 TRAINING_REFUSED = "an int8 model predicts only; train the float32 model and quantize it after"
@@ -130,42 +129,60 @@ class QKVInt8(DenseInt8):
         self.forward = int8_kernel(library, "qkv_int8_forward")
 
 
+class DenseInt8Heads(DenseInt8):
+    """Attention's output projection as ``DenseInt8`` from the heads' layout: x ``[B, N, S, D]`` -> ``[B, S, out]``
+    (``dense_int8_heads_forward`` gathers each position's N heads as it quantizes the row: no Transpose
+    before it); the same numbers as the head merge followed by ``DenseInt8``."""
+
+    def __init__(self, dense, library):
+        super().__init__(dense, library)
+        self.forward = int8_kernel(library, "dense_int8_heads_forward")
+
+
+def masked_softmax_kernel(library):
+    """``ops.Custom`` of ``masked_softmax`` (int8.cc): scores, mask, scale (float32) -> probabilities."""
+    info = (CustomRegOp("masked_softmax").input(0, "scores").input(1, "mask").input(2, "scale").output(0, "probs")
+            .dtype_format(DataType.F32_Default, DataType.F32_Default, DataType.F32_Default, DataType.F32_Default)
+            .target("CPU").get_op_info())
+    return ops.Custom(f"{library}:masked_softmax", func_type="aot", out_shape=None, out_dtype=like_first,
+                      reg_info=info)
+
+
 class Int8Attention(nn.Cell):
     """``AlbertAttention`` (modeling.py) or ``KernelAttention`` (accelerate.py), the same steps, with q, k
-    and v from one ``QKVInt8``; the output projection (a ``DenseInt8`` after ``quantize_int8``'s Dense
-    swap), dropouts, LayerNorm, products and softmax are the attention's own cells."""
+    and v from one ``QKVInt8`` (in the heads' layout), the probabilities in one pass (``masked_softmax``:
+    scores * scale + mask, softmax over the keys, where MindSpore ran four ops), and the output projection
+    read from the heads' layout (``DenseInt8Heads``). The products, dropouts and LayerNorm are the
+    attention's own cells."""
 
-    PARTS = ("attention_dropout", "dense", "output_dropout", "LayerNorm", "matmul_qk", "matmul_pv")
+    PARTS = ("attention_dropout", "output_dropout", "LayerNorm", "matmul_qk", "matmul_pv")
 
     def __init__(self, attention, library):
         super().__init__()
-        self.num_heads, self.head_size, self.scale = attention.num_heads, attention.head_size, attention.scale
         self.qkv = QKVInt8(attention.query, attention.key, attention.value, attention.num_heads, library)
+        self.dense = DenseInt8Heads(attention.dense, library)
         for name in self.PARTS:
             setattr(self, name, getattr(attention, name))
-        self.softmax = getattr(attention, "softmax", None) or Softmax()               # over the last axis
-        self.merge_heads = getattr(attention, "swap_heads", None) or SwapMiddleAxes()  # [B, N, S, D] -> [B, S, N, D]
+        self.scale = ms.Tensor([attention.scale], ms.float32)       # 1 / sqrt(D)
+        self.probabilities = masked_softmax_kernel(library)
 
     def construct(self, hidden, additive_mask):
-        B, S, H = hidden.shape
         qkv = self.qkv(hidden)                                            # [3, B, N, S, D]
         q, k, v = qkv[0], qkv[1], qkv[2]
-        scores = self.matmul_qk(q, k) * self.scale                        # [B, N, S, S]
-        scores = scores + ops.broadcast_to(additive_mask, scores.shape)   # as modeling.AlbertAttention: why
-        probs = self.attention_dropout(self.softmax(scores))
-        context = self.merge_heads(self.matmul_pv(probs, v)).reshape(B, S, H)
-        projected = self.output_dropout(self.dense(context))
+        probs = self.attention_dropout(self.probabilities(self.matmul_qk(q, k), additive_mask, self.scale))
+        projected = self.output_dropout(self.dense(self.matmul_pv(probs, v)))   # [B, N, S, D] -> [B, S, H]
         return self.LayerNorm(hidden + projected)
 
 
 def fusable_attention(cell):
-    """An attention cell whose query, key and value are plain Dense layers of the same shape (what
-    ``Int8Attention`` fuses)."""
+    """An attention cell whose query, key, value and output projection are plain Dense layers of the same
+    square shape (what ``Int8Attention`` takes)."""
     if not isinstance(cell, (AlbertAttention, KernelAttention)):
         return False
-    parts = (cell.query, cell.key, cell.value)
+    parts = (cell.query, cell.key, cell.value, cell.dense)
+    shapes = {tuple(d.weight.shape) for d in parts}
     return (all(isinstance(d, nn.Dense) and not isinstance(d, DenseInt8) and not d.activation_flag for d in parts)
-            and len({tuple(d.weight.shape) for d in parts}) == 1)
+            and len(shapes) == 1 and len(set(shapes.pop())) == 1)
 
 
 def has_int8_gemm(path):
@@ -238,12 +255,12 @@ def quantize_int8(model, path=None, notice=True, weights_only=False):
             count(dense)
             return (DenseInt8Weights if weights_only else DenseInt8)(dense, path)
 
-        def fused_attention(attention):               # once per distinct attention cell: its q, k, v once
-            for dense in (attention.query, attention.key, attention.value):
+        def fused_attention(attention):               # once per distinct attention cell: its 4 Dense once
+            for dense in (attention.query, attention.key, attention.value, attention.dense):
                 count(dense)
             return Int8Attention(attention, path)
-        if not weights_only:                          # a MindIR keeps the three Dense layers (DenseInt8Weights)
-            report.cells = 3 * swap_cells(model, fusable_attention, fused_attention)
+        if not weights_only:                          # a MindIR keeps the attention as it is (DenseInt8Weights)
+            report.cells = 4 * swap_cells(model, fusable_attention, fused_attention)
         report.cells += swap_cells(
             model, lambda c: isinstance(c, nn.Dense) and not isinstance(c, DenseInt8) and not c.activation_flag,
             quantized_cell)

@@ -127,8 +127,9 @@ def test_a_row_with_nan_gives_nan_not_a_plausible_number(int8_library):
 @pytest.mark.parametrize("accelerated", [False, True])
 def test_fused_qkv_is_the_three_separate_products_bit_for_bit(int8_library, accelerated):
     """QKVInt8 (one product over the concatenated [3H, H] weight, the input quantized once, written in the
-    heads' layout) against three DenseInt8 and the head split: every bit the same, at 1 and 2 threads,
-    and the whole Int8Attention against the attention with its three DenseInt8."""
+    heads' layout) against three DenseInt8 and the head split: every bit the same, at 1 and 2 threads;
+    DenseInt8Heads against the merge and DenseInt8, bit for bit; the whole Int8Attention near the
+    attention with four DenseInt8."""
     ms.set_seed(0)
     config = tiny_config(hidden_size=64, num_attention_heads=4)
     model = AlbertForSequenceClassification(config)
@@ -154,9 +155,31 @@ def test_fused_qkv_is_the_three_separate_products_bit_for_bit(int8_library, acce
     for got in outputs:
         assert got.shape == (3, 3, 4, 70, 16)
         np.testing.assert_array_equal(got, expected)
+    # the output projection from the heads' layout: DenseInt8 on the merged heads, bit for bit
+    context = ms.Tensor(rng.standard_normal((3, 4, 70, 16)).astype(np.float32))
+    merged = ms.Tensor(context.asnumpy().transpose(0, 2, 1, 3).reshape(3, 70, 64))
+    np.testing.assert_array_equal(fused.dense(context).asnumpy(),
+                                  kernels.DenseInt8(attention.dense, int8_library)(merged).asnumpy())
+    # the whole attention against the one with three DenseInt8 (its softmax MindSpore's: a few ulp apart,
+    # which may move a row's activation across a rounding step of the int8 projection)
     attention.query, attention.key, attention.value = separate
-    fused.dense = attention.dense = kernels.DenseInt8(attention.dense, int8_library)
-    np.testing.assert_array_equal(fused(hidden, mask).asnumpy(), attention(hidden, mask).asnumpy())
+    attention.dense = kernels.DenseInt8(attention.dense, int8_library)
+    np.testing.assert_allclose(fused(hidden, mask).asnumpy(), attention(hidden, mask).asnumpy(), rtol=0, atol=2e-2)
+
+
+def test_masked_softmax_is_softmax_of_scaled_scores_plus_mask(int8_library):
+    rng = np.random.default_rng(9)
+    scores = (rng.standard_normal((2, 3, 5, 77)) * 6).astype(np.float32)
+    mask = np.zeros((2, 1, 1, 77), np.float32)
+    mask[1, ..., 40:] = -1e4                                        # padded keys
+    scale = np.float32(0.125)
+    got = int8.masked_softmax_kernel(int8_library)(ms.Tensor(scores), ms.Tensor(mask),
+                                                    ms.Tensor([scale])).asnumpy()
+    z = scores.astype(np.float64) * scale + mask
+    expected = np.exp(z - z.max(-1, keepdims=True))
+    expected /= expected.sum(-1, keepdims=True)
+    np.testing.assert_allclose(got, expected, rtol=2e-6, atol=1e-9)
+    assert (got[1, ..., 40:] < 1e-37).all()                          # e^x is clamped at the smallest normal
 
 
 def test_fused_qkv_gives_nan_for_a_row_with_nan(int8_library):
