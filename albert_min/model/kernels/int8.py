@@ -15,6 +15,13 @@ ALBERT's shared layer is one ``AlbertLayer`` looped L times, so its six Dense ce
 objects in every loop: a cell is quantized once whatever number of places hold it (the swap keeps
 one ``DenseInt8`` per distinct Dense), and the model holds one int8 copy of the shared weights.
 
+The attention cell (``AlbertAttention`` or ``accelerate``'s ``KernelAttention``) is swapped first, once per
+distinct cell, for ``Int8Attention``: q, k and v as ONE int8 product over their concatenated ``[3H, H]``
+weight (``QKVInt8``: the input quantized once, not three times; per-output-channel weights make it the
+same bits as three ``DenseInt8``), written in the heads' layout; the probabilities in one pass
+(``masked_softmax``); the output projection reading the heads' layout (``DenseInt8Heads``). The
+profile that chose these: docs/int8.md.
+
 Where it cannot run (no compiled kernels: switched off, no compiler, another device; or a libdnnl
 without the int8 gemm) ``quantize_int8`` prints one notice line
 and leaves the model in float32. A quantized model refuses training (``set_train(True)`` raises
