@@ -135,6 +135,22 @@ void int8_rows(int64_t begin, int64_t end, int64_t N, int64_t K, Row row, const 
   }
 }
 
+// The kernels' common body: W, its scales, row sums and bias from params[1..4] (the AOT inputs after
+// x), rows [0, M) split over two cores (helper.h), each output computed by one thread: the same bits
+// at any count. row and place as int8_rows takes them. 1 where libdnnl lacks the int8 gemm, else 0.
+template <typename Row, typename Place>
+int int8_product(void **params, int64_t M, int64_t N, int64_t K, int64_t block, Row row, Place place) {
+  if (dnnl_gemm_u8s8s32 == nullptr) return 1;
+  const int8_t *w = static_cast<const int8_t *>(params[1]);
+  const float *w_scale = static_cast<const float *>(params[2]);
+  const int32_t *w_rowsum = static_cast<const int32_t *>(params[3]);
+  const float *b = static_cast<const float *>(params[4]);
+  helper::split_range(M, M * N * K >= 4 * helper::kMinWork, [&](int64_t begin, int64_t end) {
+    int8_rows(begin, end, N, K, row, w, w_scale, w_rowsum, b, block, place);
+  });
+  return 0;
+}
+
 }  // namespace
 
 // 1 where libdnnl has the int8 gemm (the kernel below may run), else 0.
@@ -156,18 +172,10 @@ extern "C" int int8_matmul_exact(int64_t M, int64_t N, int64_t K, const uint8_t 
 extern "C" int dense_int8_forward(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,
                                   void *stream, void *extra) {
   const float *x = static_cast<const float *>(params[0]);
-  const int8_t *w = static_cast<const int8_t *>(params[1]);
-  const float *w_scale = static_cast<const float *>(params[2]);
-  const int32_t *w_rowsum = static_cast<const int32_t *>(params[3]);
-  const float *b = static_cast<const float *>(params[4]);
   float *y = static_cast<float *>(params[5]);
-  if (dnnl_gemm_u8s8s32 == nullptr) return 1;
   const int64_t K = shapes[0][ndims[0] - 1], M = helper::leading_rows(ndims[0], shapes[0]), N = shapes[1][0];
-  helper::split_range(M, M * N * K >= 4 * helper::kMinWork, [&](int64_t begin, int64_t end) {
-    int8_rows(begin, end, N, K, [&](int64_t r, float *) { return x + r * K; }, w, w_scale, w_rowsum, b, N,
-              [&](int64_t r, int64_t c) { return y + r * N + c; });
-  });
-  return 0;
+  return int8_product(params, M, N, K, N, [&](int64_t r, float *) { return x + r * K; },
+                      [&](int64_t r, int64_t c) { return y + r * N + c; });
 }
 
 extern "C" std::vector<int64_t> dense_int8_forwardInferShape(int *ndims, int64_t **shapes, void *extra) {
@@ -187,24 +195,15 @@ extern "C" std::vector<int64_t> dense_int8_forwardInferShape(int *ndims, int64_t
 extern "C" int qkv_int8_forward(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,
                                 void *stream, void *extra) {
   const float *x = static_cast<const float *>(params[0]);
-  const int8_t *w = static_cast<const int8_t *>(params[1]);
-  const float *w_scale = static_cast<const float *>(params[2]);
-  const int32_t *w_rowsum = static_cast<const int32_t *>(params[3]);
-  const float *b = static_cast<const float *>(params[4]);
   float *out = static_cast<float *>(params[5]);
-  if (dnnl_gemm_u8s8s32 == nullptr) return 1;
   const int64_t B = shapes[0][0], S = shapes[0][1], K = shapes[0][2];
   const int64_t heads = shapes[1][1], D = shapes[1][2], N = 3 * heads * D;
-  const int64_t M = B * S;
-  helper::split_range(M, M * N * K >= 4 * helper::kMinWork, [&](int64_t begin, int64_t end) {
-    int8_rows(begin, end, N, K, [&](int64_t r, float *) { return x + r * K; }, w, w_scale, w_rowsum, b, D,
-              [&](int64_t r, int64_t c) {
-      const int64_t part_head = c / D, part = part_head / heads, head = part_head % heads;   // c = (part, head, d)
-      const int64_t batch = r / S, position = r % S;
-      return out + (((part * B + batch) * heads + head) * S + position) * D;
-    });
-  });
-  return 0;
+  return int8_product(params, B * S, N, K, D, [&](int64_t r, float *) { return x + r * K; },
+                      [&](int64_t r, int64_t c) {
+                        const int64_t part_head = c / D, part = part_head / heads, head = part_head % heads;
+                        const int64_t batch = r / S, position = r % S;          // c = (part, head, d), r = (b, s)
+                        return out + (((part * B + batch) * heads + head) * S + position) * D;
+                      });
 }
 
 extern "C" std::vector<int64_t> qkv_int8_forwardInferShape(int *ndims, int64_t **shapes, void *extra) {
@@ -220,23 +219,17 @@ extern "C" std::vector<int64_t> qkv_int8_forwardInferShape(int *ndims, int64_t *
 extern "C" int dense_int8_heads_forward(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,
                                         void *stream, void *extra) {
   const float *x = static_cast<const float *>(params[0]);
-  const int8_t *w = static_cast<const int8_t *>(params[1]);
-  const float *w_scale = static_cast<const float *>(params[2]);
-  const int32_t *w_rowsum = static_cast<const int32_t *>(params[3]);
-  const float *b = static_cast<const float *>(params[4]);
   float *y = static_cast<float *>(params[5]);
-  if (dnnl_gemm_u8s8s32 == nullptr) return 1;
   const int64_t B = shapes[0][0], heads = shapes[0][1], S = shapes[0][2], D = shapes[0][3];
-  const int64_t K = heads * D, M = B * S, N = shapes[1][0];
-  helper::split_range(M, M * N * K >= 4 * helper::kMinWork, [&](int64_t begin, int64_t end) {
-    int8_rows(begin, end, N, K, [&](int64_t r, float *buffer) {
-                const int64_t batch = r / S, position = r % S;
-                for (int64_t h = 0; h < heads; ++h)
-                  std::memcpy(buffer + h * D, x + ((batch * heads + h) * S + position) * D, D * sizeof(float));
-                return static_cast<const float *>(buffer);
-              }, w, w_scale, w_rowsum, b, N, [&](int64_t r, int64_t c) { return y + r * N + c; });
-  });
-  return 0;
+  const int64_t K = heads * D, N = shapes[1][0];
+  return int8_product(params, B * S, N, K, N,
+                      [&](int64_t r, float *buffer) {
+                        const int64_t batch = r / S, position = r % S;
+                        for (int64_t h = 0; h < heads; ++h)
+                          std::memcpy(buffer + h * D, x + ((batch * heads + h) * S + position) * D, D * sizeof(float));
+                        return static_cast<const float *>(buffer);
+                      },
+                      [&](int64_t r, int64_t c) { return y + r * N + c; });
 }
 
 extern "C" std::vector<int64_t> dense_int8_heads_forwardInferShape(int *ndims, int64_t **shapes, void *extra) {
