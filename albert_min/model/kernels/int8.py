@@ -166,8 +166,12 @@ class Int8Attention(nn.Cell):
 
     def __init__(self, attention, library):
         super().__init__()
-        self.qkv = QKVInt8(attention.query, attention.key, attention.value, attention.num_heads, library)
-        self.dense = DenseInt8Heads(attention.dense, library)
+        qkv = QKVInt8(attention.query, attention.key, attention.value, attention.num_heads, library)
+        dense = DenseInt8Heads(attention.dense, library)
+        names = [(p, p.name) for cell in (qkv, dense) for p in cell.get_parameters()]
+        self.qkv, self.dense = qkv, dense       # setattr renames their parameters "qkv.scale", ...: keep the
+        for param, name in names:               # model's ("...attention.qkv.weight_scale", as DenseInt8 names them)
+            param.name = name
         for name in self.PARTS:
             setattr(self, name, getattr(attention, name))
         self.scale = ms.Tensor([attention.scale], ms.float32)       # 1 / sqrt(D)

@@ -215,6 +215,10 @@ def test_the_shared_layer_is_quantized_once(int8_library):
     # q, k and v as one int8 product [3, N, D, H]: 7 int8 tensors holding the 9 weights, each once
     assert len(int8_weights) == 7 and not dense_cells(model)
     assert sum(p.size for p in int8_weights) == sum(n * k for n, k in shapes)
+    names = [p.name for p in model.get_parameters()]                  # the model's names, each once
+    assert len(set(names)) == len(names) and all(n.startswith(("albert.", "classifier.")) for n in names)
+    attention = "albert.encoder.albert_layer_groups.0.albert_layers.0.attention."
+    assert {attention + n for n in ("qkv.weight", "qkv.weight_scale", "dense.weight", "dense.bias")} <= set(names)
     assert report.float32_bytes == sum(4 * (n * k + n) for n, k in shapes)
     assert report.int8_bytes == sum(n * k + 3 * 4 * n for n, k in shapes)   # weight, scale, row sums, bias
 
