@@ -56,14 +56,15 @@ def test_int8_gemm_is_numpys_int64_product_exactly(int8_library, m, n, k):
     np.testing.assert_array_equal(got.astype(np.int64), expected)
 
 
-@pytest.mark.parametrize("low", [0, -128])
-def test_the_custom_op_on_integer_inputs_is_exact(int8_library, low):
+@pytest.mark.parametrize("low, k", [(0, 64), (-128, 64), (-128, 37), (0, 5)])
+def test_the_custom_op_on_integer_inputs_is_exact(int8_library, low, k):
     """Rows spanning exactly 255 (0..255, or -128..127: zero point 128) quantize to themselves (scale 1),
-    weights whose rows peak at 127 too: y is the integer product plus the bias, exactly."""
-    rng = np.random.default_rng(1 - low)
-    x = rng.integers(low, low + 256, (2, 5, 64)).astype(np.float32)
-    x[..., 0], x[..., 1] = low, low + 255
-    w = rng.integers(-127, 128, (24, 64)).astype(np.float32)
+    weights whose rows peak at 127 too: y is the integer product plus the bias, exactly. k = 37, 5: rows
+    that end in a part vector (int8.cc's for_lanes), the extremes placed in it too."""
+    rng = np.random.default_rng(1 - low + k)
+    x = rng.integers(low, low + 256, (2, 5, k)).astype(np.float32)
+    x[..., 0], x[..., -1] = low, low + 255
+    w = rng.integers(-127, 128, (24, k)).astype(np.float32)
     w[:, 0] = 127
     bias = rng.integers(-8, 8, 24).astype(np.float32)
     y = kernels.DenseInt8(dense_with(w, bias), int8_library)(ms.Tensor(x)).asnumpy()
