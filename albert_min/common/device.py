@@ -167,6 +167,7 @@ def use_device(name=None, cpu_threads=None, flag="device", cpu_setup=None):
     if applies_cpu_only_parts(device):
         host_blocking_run()
         set_cpu_memory_pool()
+        launch_on_calling_thread()
         any_count_repeats = bool(cpu_setup(cpu_threads)) if cpu_setup is not None else False   # before MindSpore's threads
         set_cpu_threads(default_cpu_threads(any_count_repeats) if cpu_threads is None else cpu_threads)
     return device
@@ -189,6 +190,20 @@ def host_blocking_run():
     (benchmarks/amp_speed.py --base-vs-torch: docs/mixed-precision.md). It changes which thread waits
     how, never what is computed: the same bits. Before the first graph runs (``use_device``)."""
     os.environ.setdefault(HOST_BLOCKING, "1")
+
+
+def launch_on_calling_thread():
+    """MindSpore's ops launched on the thread that calls the graph, not handed to its launch queue.
+
+    The dynamic-shape graph (``prediction_engine.dynamic_graph``: evaluate.py, ``pipeline``, the speed
+    rows) and PyNative push each op to a queue thread while the calling thread busy-waits for it
+    (``AsyncRQueue::Wait``): on this 2-core machine that spinning took a whole core from the kernels'
+    second thread. perf over a chain of Tanh ops on [16, 128, 768]: the wait 23% of all samples, as
+    much as the Tanh work; launched here, none, and 0.86 against 2.04 ms per op (load ~3). The int8
+    base forward at batch 16 x 128 ran 1.25 s in the dynamic graph against 0.84 s in a static one
+    (load 0.4; benchmarks/int8_profile.py). On CPU a kernel runs on the host anyway: nothing overlaps."""
+    import mindspore as ms
+    ms.runtime.launch_blocking()
 
 
 def set_cpu_threads(threads=1):

@@ -1,5 +1,5 @@
 // What the kernel files share: MindSpore's AOT calling convention, the output-shape helpers of
-// their <kernel>InferShape functions, and the fixed-order sum the row kernels use.
+// their <kernel>InferShape functions, the fixed-order sum the row kernels use, and e^x (GELU's, int8 softmax's).
 //
 // Every kernel has MindSpore's AOT signature (ops.Custom(func_type="aot")):
 //   extern "C" int name(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,
@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 namespace aot {
@@ -48,6 +49,27 @@ float lane_sum(int64_t n, Term term) {
   float total = 0.0f;
   for (int l = 0; l < kLanes; ++l) total += lanes[l];
   return total;
+}
+
+// e^x to about 1 ulp in float32 (Cephes' expf: x = n ln 2 + r, |r| <= ln 2 / 2, a degree-5 polynomial
+// for e^r, times 2^n), branch-free so that a loop over it vectorises (no floor, fmin or fmax); x is
+// clamped to where e^x is a finite normal float.
+inline float exp_approx(float x) {
+  x = x < -87.3365447f ? -87.3365447f : x;
+  x = x > 88.0f ? 88.0f : x;
+  const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;   // round to nearest: 1.5 * 2^23
+  const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;     // ln 2 in two parts: r exact
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float er = p * r * r + r + 1.0f;
+  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;        // 2^n, n in [-126, 127]
+  float scale;
+  std::memcpy(&scale, &bits, 4);
+  return er * scale;
 }
 
 }  // namespace aot

@@ -12,27 +12,6 @@
 
 namespace {
 
-// e^x to about 1 ulp in float32 (Cephes' expf: x = n ln 2 + r, |r| <= ln 2 / 2, a degree-5 polynomial
-// for e^r, times 2^n), branch-free so that a loop over it vectorises (no floor, fmin or fmax); x is
-// clamped to where e^x is a finite normal float.
-inline float exp_approx(float x) {
-  x = x < -87.3365447f ? -87.3365447f : x;
-  x = x > 88.0f ? 88.0f : x;
-  const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;   // round to nearest: 1.5 * 2^23
-  const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;     // ln 2 in two parts: r exact
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  const float er = p * r * r + r + 1.0f;
-  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;        // 2^n, n in [-126, 127]
-  float scale;
-  std::memcpy(&scale, &bits, 4);
-  return er * scale;
-}
-
 constexpr float kSqrt8OverPi = 1.5957691216057308f;
 constexpr float kCubic = 0.044715f;
 
@@ -50,7 +29,7 @@ extern "C" int gelu_new_forward(int nparam, void **params, int *ndims, int64_t *
   helper::split_range(n, n >= helper::kMinElements, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       const float v = x[i];
-      y[i] = v / (1.0f + exp_approx(-sigmoid_arg(v)));
+      y[i] = v / (1.0f + aot::exp_approx(-sigmoid_arg(v)));
     }
   });
   return 0;

@@ -15,6 +15,13 @@ ALBERT's shared layer is one ``AlbertLayer`` looped L times, so its six Dense ce
 objects in every loop: a cell is quantized once whatever number of places hold it (the swap keeps
 one ``DenseInt8`` per distinct Dense), and the model holds one int8 copy of the shared weights.
 
+The attention cell (``AlbertAttention`` or ``accelerate``'s ``KernelAttention``) is swapped first, once per
+distinct cell, for ``Int8Attention``: q, k and v as ONE int8 product over their concatenated ``[3H, H]``
+weight (``QKVInt8``: the input quantized once, not three times; per-output-channel weights make it the
+same bits as three ``DenseInt8``), written in the heads' layout; the probabilities in one pass
+(``masked_softmax``); the output projection reading the heads' layout (``DenseInt8Heads``). The
+profile that chose these: docs/int8.md.
+
 Where it cannot run (no compiled kernels: switched off, no compiler, another device; or a libdnnl
 without the int8 gemm) ``quantize_int8`` prints one notice line
 and leaves the model in float32. A quantized model refuses training (``set_train(True)`` raises
@@ -40,6 +47,8 @@ from mindspore import Parameter, nn, ops
 from mindspore.ops import CustomRegOp, DataType
 
 from ...common.errors import AlbertMinError
+from ..modeling import AlbertAttention
+from .accelerate import KernelAttention
 from .swap import swap_cells
 
 TRAINING_REFUSED = "an int8 model predicts only; train the float32 model and quantize it after"
@@ -64,15 +73,15 @@ def like_first(first, *others):
     return first
 
 
-def int8_kernel(library):
-    """``ops.Custom`` of ``dense_int8_forward`` (int8.cc): x f32, W i8, scale f32, row sums i32, bias f32 ->
-    y f32, its shape from ``dense_int8_forwardInferShape`` (for the dynamic-shape graph)."""
-    info = (CustomRegOp("dense_int8_forward").input(0, "x").input(1, "weight").input(2, "scale")
+def int8_kernel(library, name="dense_int8_forward"):
+    """``ops.Custom`` of ``dense_int8_forward`` (int8.cc; or ``qkv_int8_forward``): x f32, W i8, scale f32,
+    row sums i32, bias f32 -> y f32, its shape from ``<name>InferShape`` (for the dynamic-shape graph)."""
+    info = (CustomRegOp(name).input(0, "x").input(1, "weight").input(2, "scale")
             .input(3, "row_sums").input(4, "bias").output(0, "y")
             .dtype_format(DataType.F32_Default, DataType.I8_Default, DataType.F32_Default, DataType.I32_Default,
                           DataType.F32_Default, DataType.F32_Default)
             .target("CPU").get_op_info())
-    return ops.Custom(f"{library}:dense_int8_forward", func_type="aot", out_shape=None, out_dtype=like_first,
+    return ops.Custom(f"{library}:{name}", func_type="aot", out_shape=None, out_dtype=like_first,
                       reg_info=info)
 
 
@@ -102,6 +111,90 @@ class DenseInt8(nn.Cell):
 
     def construct(self, x):
         return self.forward(x, self.weight, self.scale, self.row_sums, self.bias)
+
+
+class QKVInt8(DenseInt8):
+    """Attention's query, key and value Dense layers as ONE int8 product (``qkv_int8_forward``): their
+    weights concatenated ``[3H, H]`` and quantized per output channel as ``DenseInt8`` quantizes each
+    (a row's scale is its own, so concatenating changes no bit), the input quantized once instead of
+    three times, and q, k, v written straight in the heads' layout: x ``[B, S, H]`` -> ``[3, B, N, S, D]``,
+    the same numbers as the three ``DenseInt8`` followed by the head split (tests/model/kernels/test_int8.py)."""
+
+    def __init__(self, query, key, value, num_heads, library):
+        parts = (query, key, value)
+        weight = np.concatenate([d.weight.asnumpy() for d in parts])                     # (3H, H)
+        bias = np.concatenate([d.bias.asnumpy() if d.has_bias else np.zeros(d.weight.shape[0], np.float32)
+                               for d in parts])
+        fused = nn.Dense(weight.shape[1], weight.shape[0])
+        fused.weight.set_data(ms.Tensor(weight))
+        fused.bias.set_data(ms.Tensor(bias.astype(np.float32)))
+        name = query.weight.name.rsplit(".", 2)[0] + "." if query.weight.name.count(".") > 1 else ""
+        fused.weight.name = name + "qkv.weight"
+        super().__init__(fused, library)
+        head_size = weight.shape[0] // 3 // num_heads
+        self.weight.set_data(ms.Tensor(self.weight.asnumpy().reshape(3, num_heads, head_size, weight.shape[1])))
+        self.forward = int8_kernel(library, "qkv_int8_forward")
+
+
+class DenseInt8Heads(DenseInt8):
+    """Attention's output projection as ``DenseInt8`` from the heads' layout: x ``[B, N, S, D]`` -> ``[B, S, out]``
+    (``dense_int8_heads_forward`` gathers each position's N heads as it quantizes the row: no Transpose
+    before it); the same numbers as the head merge followed by ``DenseInt8``."""
+
+    def __init__(self, dense, library):
+        super().__init__(dense, library)
+        self.forward = int8_kernel(library, "dense_int8_heads_forward")
+
+
+def masked_softmax_kernel(library):
+    """``ops.Custom`` of ``masked_softmax`` (int8.cc): scores, mask, scale (float32) -> probabilities."""
+    info = (CustomRegOp("masked_softmax").input(0, "scores").input(1, "mask").input(2, "scale").output(0, "probs")
+            .dtype_format(DataType.F32_Default, DataType.F32_Default, DataType.F32_Default, DataType.F32_Default)
+            .target("CPU").get_op_info())
+    return ops.Custom(f"{library}:masked_softmax", func_type="aot", out_shape=None, out_dtype=like_first,
+                      reg_info=info)
+
+
+class Int8Attention(nn.Cell):
+    """``AlbertAttention`` (modeling.py) or ``KernelAttention`` (accelerate.py), the same steps, with q, k
+    and v from one ``QKVInt8`` (in the heads' layout), the probabilities in one pass (``masked_softmax``:
+    scores * scale + mask, softmax over the keys, where MindSpore ran four ops), and the output projection
+    read from the heads' layout (``DenseInt8Heads``). The products, dropouts and LayerNorm are the
+    attention's own cells."""
+
+    PARTS = ("attention_dropout", "output_dropout", "LayerNorm", "matmul_qk", "matmul_pv")
+
+    def __init__(self, attention, library):
+        super().__init__()
+        qkv = QKVInt8(attention.query, attention.key, attention.value, attention.num_heads, library)
+        dense = DenseInt8Heads(attention.dense, library)
+        names = [(p, p.name) for cell in (qkv, dense) for p in cell.get_parameters()]
+        self.qkv, self.dense = qkv, dense       # setattr renames their parameters "qkv.scale", ...: keep the
+        for param, name in names:               # model's ("...attention.qkv.weight_scale", as DenseInt8 names them)
+            param.name = name
+        for name in self.PARTS:
+            setattr(self, name, getattr(attention, name))
+        self.scale = ms.Tensor([attention.scale], ms.float32)       # 1 / sqrt(D)
+        self.probabilities = masked_softmax_kernel(library)
+        self.unstack = ops.Unstack(0)     # q, k, v: three contiguous blocks (StridedSlice took 45 ms each)
+
+    def construct(self, hidden, additive_mask):
+        qkv = self.qkv(hidden)                                            # [3, B, N, S, D]
+        q, k, v = self.unstack(qkv)
+        probs = self.attention_dropout(self.probabilities(self.matmul_qk(q, k), additive_mask, self.scale))
+        projected = self.output_dropout(self.dense(self.matmul_pv(probs, v)))   # [B, N, S, D] -> [B, S, H]
+        return self.LayerNorm(hidden + projected)
+
+
+def fusable_attention(cell):
+    """An attention cell whose query, key, value and output projection are plain Dense layers of the same
+    square shape (what ``Int8Attention`` takes)."""
+    if not isinstance(cell, (AlbertAttention, KernelAttention)):
+        return False
+    parts = (cell.query, cell.key, cell.value, cell.dense)
+    shapes = {tuple(d.weight.shape) for d in parts}
+    return (all(isinstance(d, nn.Dense) and not isinstance(d, DenseInt8) and not d.activation_flag for d in parts)
+            and len(shapes) == 1 and len(set(shapes.pop())) == 1)
 
 
 def has_int8_gemm(path):
@@ -165,12 +258,22 @@ def quantize_int8(model, path=None, notice=True, weights_only=False):
         path = library() if path is None else path
         report = Int8Report(reason=unavailable(path))
     if report.reason is None:
-        def quantized_cell(dense):                    # called once per distinct Dense: shared cells once
+        def count(dense):
             w = dense.weight.shape
             report.float32_bytes += 4 * (w[0] * w[1] + w[0])
             report.int8_bytes += w[0] * w[1] + 4 * 3 * w[0]
+
+        def quantized_cell(dense):                    # called once per distinct Dense: shared cells once
+            count(dense)
             return (DenseInt8Weights if weights_only else DenseInt8)(dense, path)
-        report.cells = swap_cells(
+
+        def fused_attention(attention):               # once per distinct attention cell: its 4 Dense once
+            for dense in (attention.query, attention.key, attention.value, attention.dense):
+                count(dense)
+            return Int8Attention(attention, path)
+        if not weights_only:                          # a MindIR keeps the attention as it is (DenseInt8Weights)
+            report.cells = 4 * swap_cells(model, fusable_attention, fused_attention)
+        report.cells += swap_cells(
             model, lambda c: isinstance(c, nn.Dense) and not isinstance(c, DenseInt8) and not c.activation_flag,
             quantized_cell)
     model.set_train(False)

@@ -56,14 +56,15 @@ def test_int8_gemm_is_numpys_int64_product_exactly(int8_library, m, n, k):
     np.testing.assert_array_equal(got.astype(np.int64), expected)
 
 
-@pytest.mark.parametrize("low", [0, -128])
-def test_the_custom_op_on_integer_inputs_is_exact(int8_library, low):
+@pytest.mark.parametrize("low, k", [(0, 64), (-128, 64), (-128, 37), (0, 5)])
+def test_the_custom_op_on_integer_inputs_is_exact(int8_library, low, k):
     """Rows spanning exactly 255 (0..255, or -128..127: zero point 128) quantize to themselves (scale 1),
-    weights whose rows peak at 127 too: y is the integer product plus the bias, exactly."""
-    rng = np.random.default_rng(1 - low)
-    x = rng.integers(low, low + 256, (2, 5, 64)).astype(np.float32)
-    x[..., 0], x[..., 1] = low, low + 255
-    w = rng.integers(-127, 128, (24, 64)).astype(np.float32)
+    weights whose rows peak at 127 too: y is the integer product plus the bias, exactly. k = 37, 5: rows
+    that end in a part vector (int8.cc's for_lanes), the extremes placed in it too."""
+    rng = np.random.default_rng(1 - low + k)
+    x = rng.integers(low, low + 256, (2, 5, k)).astype(np.float32)
+    x[..., 0], x[..., -1] = low, low + 255
+    w = rng.integers(-127, 128, (24, k)).astype(np.float32)
     w[:, 0] = 127
     bias = rng.integers(-8, 8, 24).astype(np.float32)
     y = kernels.DenseInt8(dense_with(w, bias), int8_library)(ms.Tensor(x)).asnumpy()
@@ -124,6 +125,72 @@ def test_a_row_with_nan_gives_nan_not_a_plausible_number(int8_library):
     assert np.isnan(y[1]).all() and np.isfinite(y[[0, 2]]).all()
 
 
+@pytest.mark.parametrize("accelerated", [False, True])
+def test_fused_qkv_is_the_three_separate_products_bit_for_bit(int8_library, accelerated):
+    """QKVInt8 (one product over the concatenated [3H, H] weight, the input quantized once, written in the
+    heads' layout) against three DenseInt8 and the head split: every bit the same, at 1 and 2 threads;
+    DenseInt8Heads against the merge and DenseInt8, bit for bit; the whole Int8Attention near the
+    attention with four DenseInt8."""
+    ms.set_seed(0)
+    config = tiny_config(hidden_size=64, num_attention_heads=4)
+    model = AlbertForSequenceClassification(config)
+    if accelerated:
+        kernels.accelerate(model)
+    model.set_train(False)
+    attention = model.albert.encoder.albert_layer_groups[0].albert_layers[0].attention
+    rng = np.random.default_rng(7)
+    hidden = ms.Tensor((rng.standard_normal((3, 70, 64)) * [[[0.5]], [[2.0]], [[8.0]]]).astype(np.float32))
+    mask = np.zeros((3, 1, 1, 70), np.float32)
+    mask[1, ..., 50:] = -1e4
+    mask = ms.Tensor(mask)
+    separate = [kernels.DenseInt8(getattr(attention, part), int8_library) for part in ("query", "key", "value")]
+    expected = np.stack([d(hidden).asnumpy().reshape(3, 70, 4, 16).transpose(0, 2, 1, 3) for d in separate])
+    fused = int8.Int8Attention(attention, int8_library)
+    outputs = []
+    try:
+        for threads in (1, 2):
+            kernels.set_kernel_threads(threads)
+            outputs.append(fused.qkv(hidden).asnumpy())
+    finally:
+        kernels.set_kernel_threads(kernels.KERNEL_THREADS)
+    for got in outputs:
+        assert got.shape == (3, 3, 4, 70, 16)
+        np.testing.assert_array_equal(got, expected)
+    # the output projection from the heads' layout: DenseInt8 on the merged heads, bit for bit
+    context = ms.Tensor(rng.standard_normal((3, 4, 70, 16)).astype(np.float32))
+    merged = ms.Tensor(context.asnumpy().transpose(0, 2, 1, 3).reshape(3, 70, 64))
+    np.testing.assert_array_equal(fused.dense(context).asnumpy(),
+                                  kernels.DenseInt8(attention.dense, int8_library)(merged).asnumpy())
+    # the whole attention against the one with three DenseInt8 (its softmax MindSpore's: a few ulp apart,
+    # which may move a row's activation across a rounding step of the int8 projection)
+    attention.query, attention.key, attention.value = separate
+    attention.dense = kernels.DenseInt8(attention.dense, int8_library)
+    np.testing.assert_allclose(fused(hidden, mask).asnumpy(), attention(hidden, mask).asnumpy(), rtol=0, atol=2e-2)
+
+
+def test_masked_softmax_is_softmax_of_scaled_scores_plus_mask(int8_library):
+    rng = np.random.default_rng(9)
+    scores = (rng.standard_normal((2, 3, 5, 77)) * 6).astype(np.float32)
+    mask = np.zeros((2, 1, 1, 77), np.float32)
+    mask[1, ..., 40:] = -1e4                                        # padded keys
+    scale = np.float32(0.125)
+    got = int8.masked_softmax_kernel(int8_library)(ms.Tensor(scores), ms.Tensor(mask),
+                                                    ms.Tensor([scale])).asnumpy()
+    z = scores.astype(np.float64) * scale + mask
+    expected = np.exp(z - z.max(-1, keepdims=True))
+    expected /= expected.sum(-1, keepdims=True)
+    np.testing.assert_allclose(got, expected, rtol=2e-6, atol=1e-9)
+    assert (got[1, ..., 40:] < 1e-37).all()                          # e^x is clamped at the smallest normal
+
+
+def test_fused_qkv_gives_nan_for_a_row_with_nan(int8_library):
+    query, key, value = (dense_with(np.ones((8, 8)), np.zeros(8)) for _ in range(3))
+    x = np.ones((2, 3, 8), np.float32)
+    x[1, 2, 5] = np.inf
+    got = int8.QKVInt8(query, key, value, 2, int8_library)(ms.Tensor(x)).asnumpy()    # (3, B, N, S, D)
+    assert np.isnan(got[:, 1, :, 2]).all() and np.isfinite(got[:, 0]).all() and np.isfinite(got[:, 1, :, :2]).all()
+
+
 # ------------------------------------------------------------------ the model
 def tiny_config(**changes):
     config = AlbertConfig(vocab_size=99, embedding_size=16, hidden_size=32, num_hidden_layers=3,
@@ -146,7 +213,13 @@ def test_the_shared_layer_is_quantized_once(int8_library):
     report = kernels.quantize_int8(model, notice=False)
     assert report.cells == distinct == 9
     int8_weights = [p for p in model.get_parameters() if p.dtype == ms.int8]
-    assert len(int8_weights) == 9 and not dense_cells(model)
+    # q, k and v as one int8 product [3, N, D, H]: 7 int8 tensors holding the 9 weights, each once
+    assert len(int8_weights) == 7 and not dense_cells(model)
+    assert sum(p.size for p in int8_weights) == sum(n * k for n, k in shapes)
+    names = [p.name for p in model.get_parameters()]                  # the model's names, each once
+    assert len(set(names)) == len(names) and all(n.startswith(("albert.", "classifier.")) for n in names)
+    attention = "albert.encoder.albert_layer_groups.0.albert_layers.0.attention."
+    assert {attention + n for n in ("qkv.weight", "qkv.weight_scale", "dense.weight", "dense.bias")} <= set(names)
     assert report.float32_bytes == sum(4 * (n * k + n) for n, k in shapes)
     assert report.int8_bytes == sum(n * k + 3 * 4 * n for n, k in shapes)   # weight, scale, row sums, bias
 
@@ -160,11 +233,14 @@ def test_a_sub_block_shared_across_loops_is_one_quantized_cell(int8_library):
     report = kernels.quantize_int8(model, notice=False)
     assert report.cells == distinct == 1 + 4 + 2 * 3 + 2
     layers = [g.albert_layers[0] for g in model.albert.encoder.albert_layer_groups]
-    for part in ("query", "key", "value", "dense"):
+    assert len({id(layer.attention) for layer in layers}) == 1          # q, k, v: one fused int8 cell
+    assert isinstance(layers[0].attention, int8.Int8Attention)
+    for part in ("qkv", "dense"):
         cells = {id(getattr(layer.attention, part)) for layer in layers}
         assert len(cells) == 1 and isinstance(getattr(layers[0].attention, part), kernels.DenseInt8)
     assert len({id(layer.ffn) for layer in layers}) == 3
-    assert len([p for p in model.get_parameters() if p.dtype == ms.int8]) == report.cells
+    # q, k and v one int8 tensor: two fewer than the Dense layers quantized
+    assert len([p for p in model.get_parameters() if p.dtype == ms.int8]) == report.cells - 2
 
 
 @pytest.mark.parametrize("folder", [SST2_SMALL, TINY])
