@@ -42,7 +42,8 @@ _LIBRARY = {}      # compile-cache root -> library path, or None where it could 
 FUNCTIONS = ("dense_forward", "dense_backward", "layer_norm_forward", "layer_norm_backward", "softmax_backward",
              "gelu_new_forward", "gelu_new_backward", "batch_matmul_nn", "batch_matmul_nt", "batch_matmul_tn",
              "swap_middle_axes", "dropout_apply", "set_kernel_threads", "flush_denormals",
-             "dense_int8_forward", "qkv_int8_forward", "dense_int8_heads_forward", "masked_softmax", "int8_available", *BF16_FUNCTIONS)
+             "dense_int8_forward", "qkv_int8_forward", "dense_int8_heads_forward", "masked_softmax", "int8_available",
+             *BF16_FUNCTIONS)
 
 
 def usable_cpus():

@@ -1,5 +1,6 @@
 // What the kernel files share: MindSpore's AOT calling convention, the output-shape helpers of
-// their <kernel>InferShape functions, the fixed-order sum the row kernels use, and e^x (GELU's, int8 softmax's).
+// their <kernel>InferShape functions, the fixed-order sum the row kernels use, float vectors (the int8
+// quantizing pass's minima and maxima, the masked softmax's maximum) and e^x (GELU's, the masked softmax's).
 //
 // Every kernel has MindSpore's AOT signature (ops.Custom(func_type="aot")):
 //   extern "C" int name(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,
@@ -16,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -49,6 +51,44 @@ float lane_sum(int64_t n, Term term) {
   float total = 0.0f;
   for (int l = 0; l < kLanes; ++l) total += lanes[l];
   return total;
+}
+
+// kVectorLanes floats as one vector (the GCC and clang vector extension; -march=native picks the registers:
+// one AVX-512 register, two AVX2 ones, ...). The running minima and maxima of a row are kept so: a
+// single running minimum is a reduction the compiler leaves scalar without -ffast-math, and an array
+// of lanes (an elementwise loop) measured 8x slower than this (8.6 against 1.0 ms for 2048 x 3072).
+constexpr int kVectorLanes = 16;
+typedef float FloatLanes __attribute__((vector_size(kVectorLanes * sizeof(float))));
+typedef int32_t IntLanes __attribute__((vector_size(kVectorLanes * sizeof(float))));
+
+inline FloatLanes select(IntLanes mask, FloatLanes a, FloatLanes b) {   // a where mask, else b
+  return (FloatLanes)(((IntLanes)a & mask) | ((IntLanes)b & ~mask));
+}
+
+// body(v) for x[0, n) in vectors of kVectorLanes, the last one filled up with fill.
+template <typename Body>
+void for_lanes(const float *x, int64_t n, float fill, Body body) {
+  FloatLanes v;
+  int64_t i = 0;
+  for (; i + kVectorLanes <= n; i += kVectorLanes) {
+    std::memcpy(&v, x + i, sizeof v);
+    body(v);
+  }
+  if (i < n) {
+    float tail[kVectorLanes];
+    for (int l = 0; l < kVectorLanes; ++l) tail[l] = i + l < n ? x[i + l] : fill;
+    std::memcpy(&v, tail, sizeof v);
+    body(v);
+  }
+}
+
+// max of x[0, n) (-inf for n = 0; a NaN is passed over), a running maximum per lane (for_lanes).
+inline float lane_max(int64_t n, const float *x) {
+  FloatLanes lanes = FloatLanes{} - INFINITY;
+  for_lanes(x, n, -INFINITY, [&](FloatLanes v) { lanes = select(v > lanes, v, lanes); });
+  float peak = -INFINITY;
+  for (int l = 0; l < kVectorLanes; ++l) peak = lanes[l] > peak ? lanes[l] : peak;
+  return peak;
 }
 
 // e^x to about 1 ulp in float32 (Cephes' expf: x = n ln 2 + r, |r| <= ln 2 / 2, a degree-5 polynomial

@@ -34,51 +34,22 @@ int integer_product(int64_t rows, int64_t N, int64_t K, const uint8_t *q, const 
   return dnnl_gemm_u8s8s32('N', 'T', 'F', rows, N, K, 1.0f, q, K, 0, w, K, 0, 0.0f, acc, N, &no_offset);
 }
 
-// kLanes floats as one vector (the GCC and clang vector extension; -march=native picks the registers:
-// one AVX-512 register, two AVX2 ones, ...). The running minima and maxima of a row are kept so: a
-// single running minimum is a reduction the compiler leaves scalar without -ffast-math, and an array
-// of lanes (an elementwise loop) measured 8x slower than this (8.6 against 1.0 ms for 2048 x 3072).
-constexpr int kLanes = 16;
-typedef float FloatLanes __attribute__((vector_size(kLanes * sizeof(float))));
-typedef int32_t IntLanes __attribute__((vector_size(kLanes * sizeof(float))));
-
-inline FloatLanes select(IntLanes mask, FloatLanes a, FloatLanes b) {   // a where mask, else b
-  return (FloatLanes)(((IntLanes)a & mask) | ((IntLanes)b & ~mask));
-}
-
-// body(v) for x[0, n) in vectors of kLanes, the last one filled up with fill.
-template <typename Body>
-void for_lanes(const float *x, int64_t n, float fill, Body body) {
-  FloatLanes v;
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    std::memcpy(&v, x + i, sizeof v);
-    body(v);
-  }
-  if (i < n) {
-    float tail[kLanes];
-    for (int l = 0; l < kLanes; ++l) tail[l] = i + l < n ? x[i + l] : fill;
-    std::memcpy(&v, tail, sizeof v);
-    body(v);
-  }
-}
-
 // Row r of x as uint8 with its scale and zero point: the range [min(x, 0), max(x, 0)] in 255 steps
 // (0 exactly representable). Returns false when the row holds a NaN or an infinity. The first pass
-// keeps a minimum, maximum and NaN flag per lane, combined at the end (min and max are exact: the
+// keeps a minimum, maximum and NaN flag per lane (aot::for_lanes), combined at the end (min and max are exact: the
 // lanes give the scalar loop's lo and hi); a NaN never reaches lo or hi (comparisons with it are
 // false), an infinity does.
 bool quantize_row(const float *x, int64_t K, uint8_t *q, float *scale, int32_t *zero_point) {
-  FloatLanes lo_lanes = {}, hi_lanes = {};
-  IntLanes nan_lanes = {};
-  for_lanes(x, K, 0.0f, [&](FloatLanes v) {
-    lo_lanes = select(v < lo_lanes, v, lo_lanes);
-    hi_lanes = select(v > hi_lanes, v, hi_lanes);
+  aot::FloatLanes lo_lanes = {}, hi_lanes = {};
+  aot::IntLanes nan_lanes = {};
+  aot::for_lanes(x, K, 0.0f, [&](aot::FloatLanes v) {
+    lo_lanes = aot::select(v < lo_lanes, v, lo_lanes);
+    hi_lanes = aot::select(v > hi_lanes, v, hi_lanes);
     nan_lanes |= v != v;
   });
   float lo = 0.0f, hi = 0.0f;
   int nan = 0;
-  for (int l = 0; l < kLanes; ++l) {
+  for (int l = 0; l < aot::kVectorLanes; ++l) {
     lo = lo_lanes[l] < lo ? lo_lanes[l] : lo;
     hi = hi_lanes[l] > hi ? hi_lanes[l] : hi;
     nan |= nan_lanes[l];
@@ -98,15 +69,6 @@ bool quantize_row(const float *x, int64_t K, uint8_t *q, float *scale, int32_t *
   *scale = s;
   *zero_point = static_cast<int32_t>(z);
   return true;
-}
-
-// max of x[0, n) (-inf for n = 0; a NaN is passed over), a running maximum per lane (for_lanes).
-float lane_max(int64_t n, const float *x) {
-  FloatLanes lanes = FloatLanes{} - INFINITY;
-  for_lanes(x, n, -INFINITY, [&](FloatLanes v) { lanes = select(v > lanes, v, lanes); });
-  float peak = -INFINITY;
-  for (int l = 0; l < kLanes; ++l) peak = lanes[l] > peak ? lanes[l] : peak;
-  return peak;
 }
 
 // Rows [begin, end) of x W^T + b: quantize, one int8 gemm, dequantize with the bias. Output row r's
@@ -191,7 +153,7 @@ extern "C" int dense_int8_forward(int nparam, void **params, int *ndims, int64_t
 }
 
 extern "C" std::vector<int64_t> dense_int8_forwardInferShape(int *ndims, int64_t **shapes, void *extra) {
-  if (ndims[0] > 0 && shapes[0][0] == -2) return {-2};     // unknown rank
+  if (aot::unknown_rank(ndims[0], shapes[0])) return {-2};
   std::vector<int64_t> out(shapes[0], shapes[0] + ndims[0]);
   out.back() = shapes[1][0];                                // x (..., K), W (N, K) -> (..., N)
   return out;
@@ -219,7 +181,7 @@ extern "C" int qkv_int8_forward(int nparam, void **params, int *ndims, int64_t *
 }
 
 extern "C" std::vector<int64_t> qkv_int8_forwardInferShape(int *ndims, int64_t **shapes, void *extra) {
-  if (ndims[0] > 0 && shapes[0][0] == -2) return {-2};     // unknown rank
+  if (aot::unknown_rank(ndims[0], shapes[0])) return {-2};
   return {3, shapes[0][0], shapes[1][1], shapes[0][1], shapes[1][2]};   // x (B, S, H), W (3, N, D, H)
 }
 
@@ -245,37 +207,6 @@ extern "C" int dense_int8_heads_forward(int nparam, void **params, int *ndims, i
 }
 
 extern "C" std::vector<int64_t> dense_int8_heads_forwardInferShape(int *ndims, int64_t **shapes, void *extra) {
-  if (ndims[0] > 0 && shapes[0][0] == -2) return {-2};     // unknown rank
+  if (aot::unknown_rank(ndims[0], shapes[0])) return {-2};
   return {shapes[0][0], shapes[0][2], shapes[1][0]};        // x (B, N, S, D), W (Nout, N D) -> (B, S, Nout)
-}
-
-// The attention probabilities in one pass: softmax over the keys of scores * scale + mask, where
-// MindSpore ran a Mul, a BroadcastTo, an Add and a Softmax (each a pass over [B, N, S, T]).
-// e^x: aot::exp_approx (about 1 ulp); the sum: aot::lane_sum (a fixed order, any thread count).
-// inputs:  scores (B, N, S, T) float32, mask (B, 1, 1, T) float32 (additive), scale (1) float32
-// outputs: probs (B, N, S, T) float32
-extern "C" int masked_softmax(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,
-                              void *stream, void *extra) {
-  const float *scores = static_cast<const float *>(params[0]);
-  const float *mask = static_cast<const float *>(params[1]);
-  const float scale = *static_cast<const float *>(params[2]);
-  float *probs = static_cast<float *>(params[3]);
-  const int64_t B = shapes[0][0], heads = shapes[0][1], S = shapes[0][2], T = shapes[0][3];
-  const int64_t rows = B * heads * S;
-  helper::split_range(rows, rows * T >= helper::kMinElements, [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) {
-      const float *in = scores + r * T, *m = mask + (r / (heads * S)) * T;
-      float *out = probs + r * T;
-      for (int64_t t = 0; t < T; ++t) out[t] = in[t] * scale + m[t];
-      const float peak = lane_max(T, out);
-      for (int64_t t = 0; t < T; ++t) out[t] = aot::exp_approx(out[t] - peak);
-      const float inv = 1.0f / aot::lane_sum(T, [&](int64_t t) { return out[t]; });
-      for (int64_t t = 0; t < T; ++t) out[t] *= inv;
-    }
-  });
-  return 0;
-}
-
-extern "C" std::vector<int64_t> masked_softmaxInferShape(int *ndims, int64_t **shapes, void *extra) {
-  return aot::shape_of(ndims[0], shapes[0]);
 }

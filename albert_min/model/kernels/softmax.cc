@@ -1,5 +1,6 @@
-// The gradient of softmax over the last axis (the attention scores'); its forward stays
-// MindSpore's. The AOT signature and the threading rules: aot.h.
+// The gradient of softmax over the last axis (the attention scores'), whose forward stays MindSpore's;
+// and masked_softmax, the int8 attention's forward in one pass (int8.py's Int8Attention). The AOT
+// signature and the threading rules: aot.h.
 #include <cstdint>
 
 #include "aot.h"
@@ -23,4 +24,35 @@ extern "C" int softmax_backward(int nparam, void **params, int *ndims, int64_t *
     }
   });
   return 0;
+}
+
+// The attention probabilities in one pass: softmax over the keys of scores * scale + mask, where
+// MindSpore ran a Mul, a BroadcastTo, an Add and a Softmax (each a pass over [B, N, S, T]).
+// e^x: aot::exp_approx (about 1 ulp); the sum: aot::lane_sum (a fixed order, any thread count).
+// inputs:  scores (B, N, S, T) float32, mask (B, 1, 1, T) float32 (additive), scale (1) float32
+// outputs: probs (B, N, S, T) float32
+extern "C" int masked_softmax(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,
+                              void *stream, void *extra) {
+  const float *scores = static_cast<const float *>(params[0]);
+  const float *mask = static_cast<const float *>(params[1]);
+  const float scale = *static_cast<const float *>(params[2]);
+  float *probs = static_cast<float *>(params[3]);
+  const int64_t B = shapes[0][0], heads = shapes[0][1], S = shapes[0][2], T = shapes[0][3];
+  const int64_t rows = B * heads * S;
+  helper::split_range(rows, rows * T >= helper::kMinElements, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float *in = scores + r * T, *m = mask + (r / (heads * S)) * T;
+      float *out = probs + r * T;
+      for (int64_t t = 0; t < T; ++t) out[t] = in[t] * scale + m[t];
+      const float peak = aot::lane_max(T, out);
+      for (int64_t t = 0; t < T; ++t) out[t] = aot::exp_approx(out[t] - peak);
+      const float inv = 1.0f / aot::lane_sum(T, [&](int64_t t) { return out[t]; });
+      for (int64_t t = 0; t < T; ++t) out[t] *= inv;
+    }
+  });
+  return 0;
+}
+
+extern "C" std::vector<int64_t> masked_softmaxInferShape(int *ndims, int64_t **shapes, void *extra) {
+  return aot::shape_of(ndims[0], shapes[0]);
 }
