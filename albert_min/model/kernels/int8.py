@@ -147,7 +147,7 @@ class DenseInt8Heads(DenseInt8):
 
 
 def masked_softmax_kernel(library):
-    """``ops.Custom`` of ``masked_softmax`` (int8.cc): scores, mask, scale (float32) -> probabilities."""
+    """``ops.Custom`` of ``masked_softmax`` (softmax.cc): scores, mask, scale (float32) -> probabilities."""
     info = (CustomRegOp("masked_softmax").input(0, "scores").input(1, "mask").input(2, "scale").output(0, "probs")
             .dtype_format(DataType.F32_Default, DataType.F32_Default, DataType.F32_Default, DataType.F32_Default)
             .target("CPU").get_op_info())
