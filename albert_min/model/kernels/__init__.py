@@ -33,14 +33,14 @@ from .accelerate import (KernelAttention, KernelDense, KernelLayerNorm, KernelML
 from .philox_dropout import DropoutWithKernels
 from .int8 import DenseInt8, Int8Error, Int8Report, quantize_int8
 from .bf16 import FUNCTIONS as BF16_FUNCTIONS, Bf16Report, use_bf16_gemms, uses_bf16_gemms
-from .layers import (BatchMatMulWithKernels, GeluNewWithKernels, LayerNormWithKernels, LinearWithKernels,
-                     SoftmaxWithKernels)
+from .layers import (AttentionProbabilitiesWithKernels, BatchMatMulWithKernels, GeluNewWithKernels,
+                     LayerNormWithKernels, LinearWithKernels, SoftmaxWithKernels)
 
 _LIBRARY = {}      # compile-cache root -> library path, or None where it could not be built
 # Every function the layers call in the library (layers.py, philox_dropout.py) and the loader's:
 # a library that lacks one (a foreign file in the cache) is not used.
 FUNCTIONS = ("dense_forward", "dense_backward", "layer_norm_forward", "layer_norm_backward", "softmax_backward",
-             "gelu_new_forward", "gelu_new_backward", "batch_matmul_nn", "batch_matmul_nt", "batch_matmul_tn",
+             "masked_softmax_backward", "gelu_new_forward", "gelu_new_backward", "batch_matmul_nn", "batch_matmul_nt", "batch_matmul_tn",
              "swap_middle_axes", "dropout_apply", "set_kernel_threads", "flush_denormals",
              "dense_int8_forward", "qkv_int8_forward", "dense_int8_heads_forward", "masked_softmax", "int8_available",
              *BF16_FUNCTIONS)
@@ -151,8 +151,8 @@ def set_kernel_threads(threads):
 
 def uses_kernels(model) -> bool:
     """Does any layer of ``model`` compute with the compiled kernels (dropout included)?"""
-    kinds = (LinearWithKernels, LayerNormWithKernels, SoftmaxWithKernels, BatchMatMulWithKernels,
-             GeluNewWithKernels, DropoutWithKernels, DenseInt8)
+    kinds = (LinearWithKernels, LayerNormWithKernels, SoftmaxWithKernels, AttentionProbabilitiesWithKernels,
+             BatchMatMulWithKernels, GeluNewWithKernels, DropoutWithKernels, DenseInt8)
     return any(isinstance(cell, kinds) for _, cell in model.cells_and_names())
 
 

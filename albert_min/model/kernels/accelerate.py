@@ -11,7 +11,7 @@ an op cell of ``layers.py`` (the kernels' forward and gradient) or ``philox_drop
     Dense                               KernelDense      linear: LinearWithKernels
     LayerNorm                           KernelLayerNorm  normalize: LayerNormWithKernels
     AlbertAttention                     KernelAttention  matmul_qk, matmul_pv: BatchMatMulWithKernels,
-                                                         softmax: SoftmaxWithKernels,
+                                                         probabilities: AttentionProbabilitiesWithKernels,
                                                          swap_heads: SwapMiddleAxesWithKernels
     AlbertMLMHead                       KernelMLMHead    decoder: LinearWithKernels
     the gelu_new function (activation)  GeluNewWithKernels
@@ -42,7 +42,7 @@ from mindspore import nn, ops
 
 from ..heads import AlbertMLMHead
 from ..modeling import AlbertAttention, Dense, LayerNorm, gelu_new
-from .layers import (Activation, BatchMatMul, BatchMatMulWithKernels, GeluNewWithKernels, LayerNormWithKernels,
+from .layers import (Activation, AttentionProbabilities, AttentionProbabilitiesWithKernels, BatchMatMul, BatchMatMulWithKernels, GeluNewWithKernels, LayerNormWithKernels,
                      Linear, LinearWithKernels, Softmax, SoftmaxWithKernels, SwapMiddleAxes, SwapMiddleAxesWithKernels)
 from .layers import LayerNorm as LayerNormOp
 from .bf16 import BatchMatMulBf16, LinearBf16
@@ -66,6 +66,11 @@ class OpCells:
 
     def softmax(self):
         return SoftmaxWithKernels(self.library) if self.library else Softmax()
+
+    def attention_probabilities(self, scale):
+        if self.library:
+            return AttentionProbabilitiesWithKernels(scale, self.softmax(), self.library)
+        return AttentionProbabilities(scale, self.softmax())
 
     def batch_matmul(self, transpose_b=False):
         return BatchMatMulWithKernels(self.library, transpose_b) if self.library else BatchMatMul(transpose_b)
@@ -121,7 +126,7 @@ class KernelAttention(nn.Cell):
         self.num_heads, self.head_size, self.scale = attention.num_heads, attention.head_size, attention.scale
         self.matmul_qk = op_cells.batch_matmul(transpose_b=True)           # q k^T
         self.matmul_pv = op_cells.batch_matmul()                           # probs v
-        self.softmax = op_cells.softmax()                                  # over the last axis
+        self.probabilities = op_cells.attention_probabilities(self.scale)  # softmax(scores * scale + mask)
         self.swap_heads = op_cells.swap_middle_axes()                      # [B, S, N, D] <-> [B, N, S, D]
         for name in self.PARTS:
             setattr(self, name, getattr(attention, name))
@@ -136,9 +141,7 @@ class KernelAttention(nn.Cell):
         q = self.split_heads(self.query(hidden))
         k = self.split_heads(self.key(hidden))
         v = self.split_heads(self.value(hidden))
-        scores = self.matmul_qk(q, k) * self.scale                        # [B, N, S, S]
-        scores = scores + ops.broadcast_to(additive_mask, scores.shape)   # as modeling.AlbertAttention: why
-        probs = self.attention_dropout(self.softmax(scores))
+        probs = self.attention_dropout(self.probabilities(self.matmul_qk(q, k), additive_mask))  # [B, N, S, S]
         context = self.swap_heads(self.matmul_pv(probs, v)).reshape(B, S, H)
         projected = self.output_dropout(self.dense(context))
         return self.LayerNorm(hidden + projected)
@@ -217,9 +220,13 @@ def use_mindspore_ops(model):
     albert_min.training.mixed_precision). The kernels compute in float32 only (oneDNN's ``sgemm``).
     The dropout kernel stays: it casts a float16 input to float32 and back, and its masks do not
     depend on MindSpore's thread count."""
+    from .bf16_attention import Bf16Attention          # (it extends KernelAttention, below)
     swap_layers(model, None)
-    plain = {LinearWithKernels: lambda c: Linear(), LayerNormWithKernels: lambda c: LayerNormOp(c.eps),
-             SoftmaxWithKernels: lambda c: Softmax(), BatchMatMulWithKernels: lambda c: BatchMatMul(c.transpose_b),
+    plain = {Bf16Attention: lambda c: KernelAttention(c, OpCells(None)),
+             LinearWithKernels: lambda c: Linear(), LayerNormWithKernels: lambda c: LayerNormOp(c.eps),
+             SoftmaxWithKernels: lambda c: Softmax(),
+             AttentionProbabilitiesWithKernels: lambda c: AttentionProbabilities(c.scale, Softmax()),
+             BatchMatMulWithKernels: lambda c: BatchMatMul(c.transpose_b),
              GeluNewWithKernels: lambda c: Activation(c.fn), SwapMiddleAxesWithKernels: lambda c: SwapMiddleAxes(),
              LinearBf16: lambda c: Linear(), BatchMatMulBf16: lambda c: BatchMatMul(c.transpose_b)}
     swap_cells(model, lambda c: type(c) in plain, lambda c: plain[type(c)](c))

@@ -142,14 +142,13 @@ extern "C" int dense_backward_bf16(int nparam, void **params, int *ndims, int64_
   round_all({{x, M * K, xh}, {w, N * K, wh}, {dy, M * N, dyh}});
   int status[2] = {0, 0};
   helper::run_pair(M * N * K >= helper::kMinWork,      // dx and dW cost the same: one on each core
-      [&] { status[0] = gemm('N', 'N', M, K, N, dyh, N, wh, K, dx, K); },
+      [&] {
+        status[0] = gemm('N', 'N', M, K, N, dyh, N, wh, K, dx, K);
+        helper::column_sums(dy, M, N, 0, N / 2, db);
+      },
       [&] {
         status[1] = gemm('T', 'N', N, K, M, dyh, N, xh, K, dw, K);
-        std::memset(db, 0, N * sizeof(float));
-        for (int64_t r = 0; r < M; ++r) {
-          const float *row = dy + r * N;
-          for (int64_t c = 0; c < N; ++c) db[c] += row[c];
-        }
+        helper::column_sums(dy, M, N, N / 2, N, db);
       });
   return status[0] | status[1];
 }
@@ -196,6 +195,70 @@ extern "C" int batch_matmul_nt_bf16(int nparam, void **params, int *ndims, int64
 extern "C" int batch_matmul_tn_bf16(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,
                                     void *stream, void *extra) {
   return batched_gemm('T', 'N', params, ndims, shapes);
+}
+
+// Attention's products in training with q, k, v and the context left in the Dense layers' layout
+// [B, S, N, D] (N heads of D): each head's matrix is read and written in place, rows N * D apart, where
+// the float32 path moves every head into [B, N, S, D] and back (four transposes forward, four in the
+// gradient). One bf16 gemm per (batch, head), as batched_gemm; the matrices in two halves.
+namespace {
+
+// One (batch, head) matrix of rows x cols inside a 4-D tensor: "split" [B, N, rows, cols] (scores,
+// probabilities) or "merged" [B, rows, N, cols] (q, k, v, context).
+struct HeadMatrix {
+  int64_t rows, cols, heads;
+  bool split;
+  int64_t offset(int64_t b, int64_t n) const {
+    return split ? (b * heads + n) * rows * cols : b * rows * heads * cols + n * cols;
+  }
+  int64_t ld() const { return split ? cols : heads * cols; }
+};
+
+// out(b, n) = op(a(b, n)) op(b(b, n)) for every batch and head; inputs rounded to bfloat16 first.
+// inputs: params[0] (a), params[1] (b); output params[2]. A split a is [B, N, R, C] and a merged one
+// [B, R, N, C]; heads: N from whichever input is merged.
+int heads_gemm(char ta, char tb, HeadMatrix a, HeadMatrix b, HeadMatrix out, int64_t batch, void **params) {
+  if (dnnl_gemm_bf16bf16f32 == nullptr) return 1;
+  const float *a32 = static_cast<const float *>(params[0]);
+  const float *b32 = static_cast<const float *>(params[1]);
+  float *c = static_cast<float *>(params[2]);
+  const int64_t heads = out.heads, a_size = batch * heads * a.rows * a.cols, b_size = batch * heads * b.rows * b.cols;
+  const int64_t M = ta == 'T' ? a.cols : a.rows, K = ta == 'T' ? a.rows : a.cols, N = tb == 'T' ? b.rows : b.cols;
+  uint16_t *ah = scratch(0, a_size), *bh = scratch(1, b_size);
+  round_all({{a32, a_size, ah}, {b32, b_size, bh}});
+  int status[2] = {0, 0};
+  helper::split_range(batch * heads, batch * heads * M * N * K >= helper::kMinWork, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const int64_t bi = i / heads, n = i % heads;
+      status[begin > 0] |= gemm(ta, tb, M, N, K, ah + a.offset(bi, n), a.ld(), bh + b.offset(bi, n), b.ld(),
+                                c + out.offset(bi, n), out.ld());
+    }
+  });
+  return status[0] | status[1];
+}
+
+}  // namespace
+
+// scores = q k^T per head     inputs: q (B, S, N, D), k (B, T, N, D)   output: (B, N, S, T)
+extern "C" int attention_scores_bf16(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,
+                                     void *stream, void *extra) {
+  const int64_t B = shapes[0][0], S = shapes[0][1], N = shapes[0][2], D = shapes[0][3], T = shapes[1][1];
+  return heads_gemm('N', 'T', {S, D, N, false}, {T, D, N, false}, {S, T, N, true}, B, params);
+}
+
+// context = p v per head      inputs: p (B, N, S, T), v (B, T, N, D)   output: (B, S, N, D)
+extern "C" int attention_context_bf16(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,
+                                      void *stream, void *extra) {
+  const int64_t B = shapes[0][0], N = shapes[0][1], S = shapes[0][2], T = shapes[0][3], D = shapes[1][3];
+  return heads_gemm('N', 'N', {S, T, N, true}, {T, D, N, false}, {S, D, N, false}, B, params);
+}
+
+// p^T x per head (the gradients dk = dS^T q, dv = p^T dcontext)
+// inputs: p (B, N, S, T), x (B, S, N, D)   output: (B, T, N, D)
+extern "C" int attention_context_tn_bf16(int nparam, void **params, int *ndims, int64_t **shapes,
+                                         const char **dtypes, void *stream, void *extra) {
+  const int64_t B = shapes[0][0], N = shapes[0][1], S = shapes[0][2], T = shapes[0][3], D = shapes[1][3];
+  return heads_gemm('T', 'N', {S, T, N, true}, {S, D, N, false}, {T, D, N, false}, B, params);
 }
 
 // Output shapes for the graph compiler (dense.cc's and batch_matmul.cc's, under these kernels' names):

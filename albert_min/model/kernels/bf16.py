@@ -34,7 +34,8 @@ from .swap import swap_cells
 
 # The library's bf16 functions (bf16.cc): listed in kernels.FUNCTIONS too, so a foreign library is refused.
 FUNCTIONS = ("dense_forward_bf16", "dense_backward_bf16", "batch_matmul_nn_bf16", "batch_matmul_nt_bf16",
-             "batch_matmul_tn_bf16", "bf16_available", "round_to_bf16")
+             "batch_matmul_tn_bf16", "attention_scores_bf16", "attention_context_bf16", "attention_context_tn_bf16",
+             "bf16_available", "round_to_bf16")
 
 
 class LinearBf16(LinearWithKernels):
@@ -129,6 +130,10 @@ def use_bf16_gemms(model, path=None, notice=True):
             return swapped
         # the exact types: a bf16 cell is left as it is
         report.cells = swap_cells(model, lambda cell: type(cell) in make, bf16_cell)
+        from .accelerate import KernelAttention          # (accelerate imports this module)
+        from .bf16_attention import Bf16Attention
+        swap_cells(model, lambda cell: type(cell) is KernelAttention,
+                   lambda cell: Bf16Attention(cell, path).set_train(cell.training))
         if not report.cells and not uses_bf16_gemms(model):   # a plain model: nothing to swap, so say so
             report.reason = "the model has no compiled-kernel products: kernels.accelerate(model) first"
     if notice and report.reason:

@@ -117,4 +117,15 @@ void split_range(int64_t count, bool worth_it, Body body) {
   run_pair(worth_it && half > 0, [&] { body(0, half); }, [&] { body(half, count); });
 }
 
+// out[c] = sum over the rows of a (rows, cols) matrix's column c, for c in [begin, end): row by row, so each
+// column's sum is added in the same order whichever range computes it (a Dense gradient's db, its
+// columns in two halves, one after each core's gemm).
+inline void column_sums(const float *a, int64_t rows, int64_t cols, int64_t begin, int64_t end, float *out) {
+  for (int64_t c = begin; c < end; ++c) out[c] = 0.0f;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *row = a + r * cols;
+    for (int64_t c = begin; c < end; ++c) out[c] += row[c];
+  }
+}
+
 }  // namespace helper

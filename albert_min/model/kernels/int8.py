@@ -49,6 +49,7 @@ from mindspore.ops import CustomRegOp, DataType
 from ...common.errors import AlbertMinError
 from ..modeling import AlbertAttention
 from .accelerate import KernelAttention
+from .layers import masked_softmax_kernel
 from .swap import swap_cells
 
 TRAINING_REFUSED = "an int8 model predicts only; train the float32 model and quantize it after"
@@ -144,15 +145,6 @@ class DenseInt8Heads(DenseInt8):
     def __init__(self, dense, library):
         super().__init__(dense, library)
         self.forward = int8_kernel(library, "dense_int8_heads_forward")
-
-
-def masked_softmax_kernel(library):
-    """``ops.Custom`` of ``masked_softmax`` (softmax.cc): scores, mask, scale (float32) -> probabilities."""
-    info = (CustomRegOp("masked_softmax").input(0, "scores").input(1, "mask").input(2, "scale").output(0, "probs")
-            .dtype_format(DataType.F32_Default, DataType.F32_Default, DataType.F32_Default, DataType.F32_Default)
-            .target("CPU").get_op_info())
-    return ops.Custom(f"{library}:masked_softmax", func_type="aot", out_shape=None, out_dtype=like_first,
-                      reg_info=info)
 
 
 class Int8Attention(nn.Cell):

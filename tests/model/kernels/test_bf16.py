@@ -10,7 +10,10 @@ import mindspore as ms
 from albert_min.model import kernels
 from albert_min.model.heads import AlbertForSequenceClassification
 from albert_min.model.kernels import bf16
+from albert_min.model.kernels.accelerate import KernelAttention, OpCells
+from albert_min.model.kernels.bf16_attention import Bf16Attention, HeadContextBf16, HeadScoresBf16
 from albert_min.model.kernels.layers import BatchMatMulWithKernels, LinearWithKernels
+from albert_min.model.kernels.swap import swap_cells
 from helpers.tiny_runs import tiny_config
 
 EPS32 = 2.0 ** -24          # float32's unit roundoff
@@ -125,6 +128,68 @@ def test_batch_matmul_and_its_gradient_from_bfloat16_operands(bf16_library, tran
         check_product(db, np.swapaxes(a, -1, -2), dout)
 
 
+def heads(x):
+    """[B, S, N, D] -> [B, N, S, D]: the Dense layers' layout to the transposed heads'."""
+    return np.swapaxes(x, 1, 2)
+
+
+def test_attention_products_read_and_write_the_heads_in_place(bf16_library):
+    """Bf16Attention's products: q, k, v and the context as [B, S, N, D], each head's product and
+    gradients as the transposed heads' (check_product), the scores and probabilities [B, N, S, T]."""
+    rng = np.random.default_rng(6)
+    q, k = randn(rng, 2, 9, 3, 8), randn(rng, 2, 7, 3, 8)
+    scores, (dq, dk), dscores = output_and_gradients(HeadScoresBf16(bf16_library), q, k)
+    assert scores.shape == (2, 3, 9, 7) and dq.shape == q.shape and dk.shape == k.shape
+    check_product(scores, heads(q), np.swapaxes(heads(k), -1, -2))
+    check_product(heads(dq), dscores, heads(k))
+    check_product(heads(dk), np.swapaxes(dscores, -1, -2), heads(q))
+    probs, v = randn(rng, 2, 3, 9, 7), randn(rng, 2, 7, 3, 8)
+    context, (dprobs, dv), dcontext = output_and_gradients(HeadContextBf16(bf16_library), probs, v)
+    assert context.shape == (2, 9, 3, 8) and dprobs.shape == probs.shape and dv.shape == v.shape
+    check_product(heads(context), probs, heads(v))
+    check_product(dprobs, heads(dcontext), np.swapaxes(heads(v), -1, -2))
+    check_product(heads(dv), np.swapaxes(probs, -1, -2), heads(dcontext))
+
+
+def transposing(attention):
+    """``KernelAttention`` around a ``Bf16Attention``'s cells: the heads transposed, then BatchMatMulBf16."""
+    cell = KernelAttention(attention, OpCells(None))
+    for name in ("matmul_qk", "matmul_pv", "probabilities", "swap_heads"):
+        setattr(cell, name, getattr(attention, name))
+    return cell.set_train(attention.training)
+
+
+def loss_and_gradients(model, ids, mask, labels):
+    """The classifier's cross-entropy and its gradients for every trainable parameter (jit), as numpy."""
+    def loss(ids, mask, labels):
+        return ms.ops.cross_entropy(model(ids, None, mask), labels)
+    value, grads = ms.jit(ms.value_and_grad(loss, None, model.trainable_params()))(ids, mask, labels)
+    return value.asnumpy(), [g.asnumpy() for g in grads]
+
+
+def test_the_bf16_attention_computes_the_transposing_paths_bits(bf16_library):
+    """The heads read in place give the loss and every gradient of the transposing path, bit for bit
+    (the same gemms on the same rounded numbers, only their rows' stride differs)."""
+    rng = np.random.default_rng(7)
+    ids = ms.Tensor(rng.integers(5, 40, (3, 10)).astype(np.int32))
+    mask = ms.Tensor(np.ones((3, 10), np.int32))
+    labels = ms.Tensor(np.array([0, 1, 1], np.int32))
+    results = []
+    for in_place in (True, False):
+        ms.set_seed(0)
+        model = kernels.accelerate(AlbertForSequenceClassification(tiny_config(
+            num_labels=2, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, classifier_dropout_prob=0.0)))
+        kernels.use_bf16_gemms(model)
+        model.set_train(True)
+        assert count(model, Bf16Attention) == 1                  # the shared layer's, once
+        if not in_place:
+            swap_cells(model, lambda cell: type(cell) is Bf16Attention, transposing)
+            assert count(model, Bf16Attention) == 0
+        value, grads = loss_and_gradients(model, ids, mask, labels)
+        results.append([value, *grads])
+    assert all(np.array_equal(a, b) for a, b in zip(*results, strict=True))
+
+
 def test_the_products_differ_from_float32_by_bfloat16s_rounding_only(bf16_library):
     """Far from float32's result (so it did run in bf16), near the rounded operands' exact product."""
     rng = np.random.default_rng(3)
@@ -144,10 +209,11 @@ def test_one_and_two_kernel_threads_give_the_same_bits(bf16_library):
         kernels.set_kernel_threads(threads)
         try:
             results.append([*output_and_gradients(bf16.LinearBf16(bf16_library), x, w, b)[:2],
-                            *output_and_gradients(bf16.BatchMatMulBf16(bf16_library, True), a, bm)[:2]])
+                            *output_and_gradients(bf16.BatchMatMulBf16(bf16_library, True), a, bm)[:2],
+                            *output_and_gradients(HeadScoresBf16(bf16_library), a, bm)[:2]])
         finally:
             kernels.set_kernel_threads(kernels.KERNEL_THREADS)
-    flat = [[r[0], *r[1], r[2], *r[3]] for r in results]
+    flat = [[r[0], *r[1], r[2], *r[3], r[4], *r[5]] for r in results]
     for one, two in zip(*flat):
         assert np.array_equal(one, two)
 

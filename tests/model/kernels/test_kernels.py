@@ -17,8 +17,9 @@ from albert_min.model import kernels
 from albert_min.model.folder import load_arrays
 from albert_min.model.config import AlbertConfig
 from albert_min.model.kernels import build
-from albert_min.model.kernels.layers import (Activation, BatchMatMul, BatchMatMulWithKernels, GeluNewWithKernels,
-                                             LayerNorm, LayerNormWithKernels, Linear, LinearWithKernels, Softmax,
+from albert_min.model.kernels.layers import (Activation, AttentionProbabilities, AttentionProbabilitiesWithKernels,
+                                             BatchMatMul, BatchMatMulWithKernels, GeluNewWithKernels, LayerNorm,
+                                             LayerNormWithKernels, Linear, LinearWithKernels, Softmax,
                                              SoftmaxWithKernels, SwapMiddleAxes, SwapMiddleAxesWithKernels)
 from albert_min.model.modeling import Dense, additive_attention_mask, gelu, gelu_new
 from albert_min.model.heads import AlbertForSequenceClassification
@@ -78,6 +79,26 @@ def test_softmax_gradient_matches_mindspore_autodiff(library, shape):
     plain, fast = Softmax(), SoftmaxWithKernels(library)
     assert np.array_equal(fast(scores).asnumpy(), plain(scores).asnumpy())
     assert_close(gradients(fast, scores), gradients(plain, scores))
+
+
+@pytest.mark.parametrize("shape", [(64, 4, 32, 32), (3, 2, 5, 7)])
+def test_attention_probabilities_kernel_matches_mindspore_autodiff(library, shape):
+    """softmax(scores * scale + mask): in training one masked_softmax pass (exp within about 1 ulp)
+    and its gradient; in prediction MindSpore's ops, bit for bit."""
+    rng = np.random.default_rng(9)
+    scores = ms.Tensor(4.0 * rng.standard_normal(shape).astype(np.float32))
+    mask = np.ones((shape[0], shape[-1]), np.int32)
+    mask[0, shape[-1] // 2:] = 0                                  # padding keys
+    mask = additive_attention_mask(ms.Tensor(mask))                # [B, 1, 1, T]
+    plain, fast = AttentionProbabilities(0.125, Softmax()), AttentionProbabilitiesWithKernels(
+        0.125, SoftmaxWithKernels(library), library)
+    fast.set_train(True)
+    ours, theirs = fast(scores, mask).asnumpy(), plain(scores, mask).asnumpy()
+    np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-6)
+    assert ours[0, ..., shape[-1] // 2:].max() < 1e-30             # padding keys: (about) no probability
+    assert_close(gradients(fast, scores, mask)[:1], gradients(plain, scores, mask)[:1])
+    fast.set_train(False)
+    assert np.array_equal(fast(scores, mask).asnumpy(), theirs)
 
 
 @pytest.mark.parametrize("scale", [1.0, 6.0, 1e-5])                 # typical, saturated tails, near x = 0
@@ -186,13 +207,17 @@ def test_one_and_two_kernel_threads_give_the_same_bits(library):
     gelu_cell, matmul = GeluNewWithKernels(gelu_new, library), BatchMatMulWithKernels(library, transpose_b=True)
     norm, gamma = LayerNormWithKernels(1e-12, library), randn(rng, 512)
     probs, gelu_out = ops.softmax(scores, -1), gelu_new(h)
+    attention = AttentionProbabilitiesWithKernels(0.125, softmax, library)
+    mask = ms.Tensor(np.zeros((64, 1, 1, 32), np.float32))
 
     def outputs():
         return [a.asnumpy() for a in (*dense.backward(x, w, dy), dense.forward(x, w, gamma),
                                       softmax.backward(probs, probs_grad), gelu_cell.forward(h),
                                       gelu_cell.backward(h, gelu_out, h_grad), norm(h, gamma, gamma),
                                       matmul.nt(scores, probs_grad), matmul.tn(scores, probs_grad),
-                                      matmul.nn(scores, probs_grad))]
+                                      matmul.nn(scores, probs_grad), *norm.backward(h, gamma, h_grad, norm.eps_tensor),
+                                      attention.fused(scores, mask, attention.scale_tensor),
+                                      attention.backward(probs, probs_grad, attention.scale_tensor))]
     try:
         kernels.set_kernel_threads(1)
         one = outputs()
