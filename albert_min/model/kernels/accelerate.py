@@ -45,7 +45,6 @@ from ..modeling import AlbertAttention, Dense, LayerNorm, gelu_new
 from .layers import (Activation, AttentionProbabilities, AttentionProbabilitiesWithKernels, BatchMatMul, BatchMatMulWithKernels, GeluNewWithKernels, LayerNormWithKernels,
                      Linear, LinearWithKernels, Softmax, SoftmaxWithKernels, SwapMiddleAxes, SwapMiddleAxesWithKernels)
 from .layers import LayerNorm as LayerNormOp
-from .bf16 import BatchMatMulBf16, LinearBf16
 from .philox_dropout import DropoutWithKernels
 from .swap import swap_cells
 
@@ -220,14 +219,16 @@ def use_mindspore_ops(model):
     albert_min.training.mixed_precision). The kernels compute in float32 only (oneDNN's ``sgemm``).
     The dropout kernel stays: it casts a float16 input to float32 and back, and its masks do not
     depend on MindSpore's thread count."""
-    from .bf16_attention import Bf16Attention          # (it extends KernelAttention, below)
     swap_layers(model, None)
-    plain = {Bf16Attention: lambda c: KernelAttention(c, OpCells(None)),
-             LinearWithKernels: lambda c: Linear(), LayerNormWithKernels: lambda c: LayerNormOp(c.eps),
+    # by kind: the bf16 cells (bf16.py, bf16_attention.py: above this module) extend these
+    plain = {LinearWithKernels: lambda c: Linear(), LayerNormWithKernels: lambda c: LayerNormOp(c.eps),
              SoftmaxWithKernels: lambda c: Softmax(),
              AttentionProbabilitiesWithKernels: lambda c: AttentionProbabilities(c.scale, Softmax()),
              BatchMatMulWithKernels: lambda c: BatchMatMul(c.transpose_b),
              GeluNewWithKernels: lambda c: Activation(c.fn), SwapMiddleAxesWithKernels: lambda c: SwapMiddleAxes(),
-             LinearBf16: lambda c: Linear(), BatchMatMulBf16: lambda c: BatchMatMul(c.transpose_b)}
-    swap_cells(model, lambda c: type(c) in plain, lambda c: plain[type(c)](c))
+             KernelAttention: lambda c: KernelAttention(c, OpCells(None))}
+
+    def wanted(cell):       # every op cell of the kernels; an attention only if it computes otherwise (bf16's)
+        return isinstance(cell, tuple(plain)) and type(cell) is not KernelAttention
+    swap_cells(model, wanted, lambda c: next(make for kind, make in plain.items() if isinstance(c, kind))(c))
     return model

@@ -6,7 +6,9 @@ compiled-kernel matrix products for ones multiplying bfloat16 operands.
     print(report.line())
 
 Each ``LinearWithKernels`` (x W^T + b of a Dense layer) and ``BatchMatMulWithKernels`` (attention's
-q k^T and p v) found anywhere in ``model`` becomes ``LinearBf16`` / ``BatchMatMulBf16``: in training,
+q k^T and p v) found anywhere in ``model`` becomes ``LinearBf16`` / ``BatchMatMulBf16``, and each
+``KernelAttention`` a ``Bf16Attention`` (bf16_attention.py: in training the same two products on the
+heads where they lie, without the transposes around them): in training,
 their forward and gradient products round both operands to bfloat16 (round to nearest even) and
 multiply them with oneDNN's ``dnnl_gemm_bf16bf16f32`` (``bf16.cc``), accumulating in float32. The
 tensors between layers, the weights (the optimizer's float32 master copy), the bias and its
@@ -18,7 +20,7 @@ Where it cannot run (no compiled kernels: switched off, no compiler, another dev
 ``mindspore_ops()``; or a libdnnl without the bf16 gemm) ``use_bf16_gemms`` changes nothing, and its
 report says why (one notice line).
 
-Layer: ``albert_min.model.kernels``, below ``modeling``.
+Layer: ``albert_min.model.kernels``, above ``accelerate`` (it swaps what accelerate built).
 """
 
 import ctypes
@@ -28,6 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 from mindspore import ops
 
+from .accelerate import KernelAttention
+from .bf16_attention import Bf16Attention
 from .layers import (BatchMatMulWithKernels, LinearWithKernels, batch_matmul_tn_shape, dense_backward_shapes,
                      dense_backward_types, forward_kernel, like_first)
 from .swap import swap_cells
@@ -130,8 +134,6 @@ def use_bf16_gemms(model, path=None, notice=True):
             return swapped
         # the exact types: a bf16 cell is left as it is
         report.cells = swap_cells(model, lambda cell: type(cell) in make, bf16_cell)
-        from .accelerate import KernelAttention          # (accelerate imports this module)
-        from .bf16_attention import Bf16Attention
         swap_cells(model, lambda cell: type(cell) is KernelAttention,
                    lambda cell: Bf16Attention(cell, path).set_train(cell.training))
         if not report.cells and not uses_bf16_gemms(model):   # a plain model: nothing to swap, so say so
