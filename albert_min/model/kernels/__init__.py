@@ -14,8 +14,9 @@ accelerated. ``use_mindspore_ops(model)`` swaps the kernels back out (mixed prec
 
 ``quantize_int8(model)`` (``int8.py``, ``int8.cc``) is a step applied to a built model for
 prediction: its Dense layers in int8, each weight quantized once. ``use_bf16_gemms(model)``
-(``bf16.py``, ``bf16.cc``) is one for training (``train.py --amp bf16``): its matrix products from
-bfloat16 operands, everything else float32.
+(``bf16.py``, ``bf16_attention.py``, ``bf16.cc``) is one for training (``train.py --amp bf16``): its
+matrix products from bfloat16 operands (the attention's on the heads where they lie), everything else
+float32.
 
 Layer: ``albert_min.model``, above ``common`` (the layers: ``albert_min/__init__.py``); inside it, above
 ``heads`` and ``modeling``, whose cells ``accelerate`` swaps (they import no kernels: ``.importlinter``).
