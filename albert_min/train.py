@@ -392,5 +392,13 @@ def main(argv=None):
             return train_run(settings, resume=args.resume, force=args.force)
 
 
+
+def command():
+    """The ``albert-min-train`` console script (setup.cfg): ``main()`` from the command line, exit status 0.
+    A console script exits with what its function returns, and ``main`` returns the run's state (a dict, for
+    Python callers), which would be printed as an error with exit status 1."""
+    main()
+
+
 if __name__ == "__main__":
     main()
