@@ -370,7 +370,6 @@ def warn_if_trained_on_another_task(model_dir, task, data_path):
           f"is not {task.name})", file=sys.stderr)
 
 
-
 def command():
     """The ``albert-min-evaluate`` console script (setup.cfg): ``main()`` from the command line, exit status 0.
     A console script exits with what its function returns, and ``main`` returns the scores (a dict, for

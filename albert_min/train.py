@@ -392,7 +392,6 @@ def main(argv=None):
             return train_run(settings, resume=args.resume, force=args.force)
 
 
-
 def command():
     """The ``albert-min-train`` console script (setup.cfg): ``main()`` from the command line, exit status 0.
     A console script exits with what its function returns, and ``main`` returns the run's state (a dict, for

@@ -41,8 +41,8 @@ _LIBRARY = {}      # compile-cache root -> library path, or None where it could 
 # Every function the layers call in the library (layers.py, philox_dropout.py) and the loader's:
 # a library that lacks one (a foreign file in the cache) is not used.
 FUNCTIONS = ("dense_forward", "dense_backward", "layer_norm_forward", "layer_norm_backward", "softmax_backward",
-             "masked_softmax_backward", "gelu_new_forward", "gelu_new_backward", "batch_matmul_nn", "batch_matmul_nt", "batch_matmul_tn",
-             "swap_middle_axes", "dropout_apply", "set_kernel_threads", "flush_denormals",
+             "masked_softmax_backward", "gelu_new_forward", "gelu_new_backward", "batch_matmul_nn", "batch_matmul_nt",
+             "batch_matmul_tn", "swap_middle_axes", "dropout_apply", "set_kernel_threads", "flush_denormals",
              "dense_int8_forward", "qkv_int8_forward", "dense_int8_heads_forward", "masked_softmax", "int8_available",
              *BF16_FUNCTIONS)
 

@@ -42,8 +42,9 @@ from mindspore import nn, ops
 
 from ..heads import AlbertMLMHead
 from ..modeling import AlbertAttention, Dense, LayerNorm, gelu_new
-from .layers import (Activation, AttentionProbabilities, AttentionProbabilitiesWithKernels, BatchMatMul, BatchMatMulWithKernels, GeluNewWithKernels, LayerNormWithKernels,
-                     Linear, LinearWithKernels, Softmax, SoftmaxWithKernels, SwapMiddleAxes, SwapMiddleAxesWithKernels)
+from .layers import (Activation, AttentionProbabilities, AttentionProbabilitiesWithKernels, BatchMatMul,
+                     BatchMatMulWithKernels, GeluNewWithKernels, LayerNormWithKernels, Linear, LinearWithKernels,
+                     Softmax, SoftmaxWithKernels, SwapMiddleAxes, SwapMiddleAxesWithKernels)
 from .layers import LayerNorm as LayerNormOp
 from .philox_dropout import DropoutWithKernels
 from .swap import swap_cells

@@ -153,58 +153,11 @@ extern "C" int dense_backward_bf16(int nparam, void **params, int *ndims, int64_
   return status[0] | status[1];
 }
 
-// Attention's batched products from bfloat16 operands, one gemm per matrix of the batch; op(a) is
-// M x K, op(b) K x N, out (..., M, N) float32.
-namespace {
-int batched_gemm(char ta, char tb, void **params, int *ndims, int64_t **shapes) {
-  const float *a = static_cast<const float *>(params[0]);
-  const float *b = static_cast<const float *>(params[1]);
-  float *out = static_cast<float *>(params[2]);
-  if (dnnl_gemm_bf16bf16f32 == nullptr) return 1;
-  const int nd = ndims[0];
-  const int64_t a_rows = shapes[0][nd - 2], a_cols = shapes[0][nd - 1];
-  const int64_t b_rows = shapes[1][nd - 2], b_cols = shapes[1][nd - 1];
-  const int64_t M = ta == 'T' ? a_cols : a_rows, K = ta == 'T' ? a_rows : a_cols;
-  const int64_t N = tb == 'T' ? b_rows : b_cols;
-  const int64_t batch = helper::leading_rows(nd - 1, shapes[0]);
-  uint16_t *ah = scratch(0, batch * a_rows * a_cols), *bh = scratch(1, batch * b_rows * b_cols);
-  round_all({{a, batch * a_rows * a_cols, ah}, {b, batch * b_rows * b_cols, bh}});
-  int status[2] = {0, 0};
-  helper::split_range(batch, batch * M * N * K >= helper::kMinWork, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i)
-      status[begin > 0] |= gemm(ta, tb, M, N, K, ah + i * a_rows * a_cols, a_cols, bh + i * b_rows * b_cols, b_cols,
-                                out + i * M * N, N);
-  });
-  return status[0] | status[1];
-}
-}  // namespace
-
-// out = a b    inputs: a (..., M, K), b (..., K, N)
-extern "C" int batch_matmul_nn_bf16(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,
-                                    void *stream, void *extra) {
-  return batched_gemm('N', 'N', params, ndims, shapes);
-}
-
-// out = a b^T  inputs: a (..., M, K), b (..., N, K)
-extern "C" int batch_matmul_nt_bf16(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,
-                                    void *stream, void *extra) {
-  return batched_gemm('N', 'T', params, ndims, shapes);
-}
-
-// out = a^T b  inputs: a (..., K, M), b (..., K, N)
-extern "C" int batch_matmul_tn_bf16(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,
-                                    void *stream, void *extra) {
-  return batched_gemm('T', 'N', params, ndims, shapes);
-}
-
-// Attention's products in training with q, k, v and the context left in the Dense layers' layout
-// [B, S, N, D] (N heads of D): each head's matrix is read and written in place, rows N * D apart, where
-// the float32 path moves every head into [B, N, S, D] and back (four transposes forward, four in the
-// gradient). One bf16 gemm per (batch, head), as batched_gemm; the matrices in two halves.
 namespace {
 
-// One (batch, head) matrix of rows x cols inside a 4-D tensor: "split" [B, N, rows, cols] (scores,
-// probabilities) or "merged" [B, rows, N, cols] (q, k, v, context).
+// One (batch, head) matrix of rows x cols inside a tensor: "split" [B, N, rows, cols] (scores,
+// probabilities; a batch of contiguous matrices with N = 1) or "merged" [B, rows, N, cols] (q, k, v,
+// context).
 struct HeadMatrix {
   int64_t rows, cols, heads;
   bool split;
@@ -214,9 +167,9 @@ struct HeadMatrix {
   int64_t ld() const { return split ? cols : heads * cols; }
 };
 
-// out(b, n) = op(a(b, n)) op(b(b, n)) for every batch and head; inputs rounded to bfloat16 first.
-// inputs: params[0] (a), params[1] (b); output params[2]. A split a is [B, N, R, C] and a merged one
-// [B, R, N, C]; heads: N from whichever input is merged.
+// out(b, n) = op(a(b, n)) op(b(b, n)) for every batch and head, one gemm each, the (batch, head)
+// matrices in two halves; both inputs rounded to bfloat16 first.
+// inputs: params[0] (a), params[1] (b); output params[2]; heads: out's.
 int heads_gemm(char ta, char tb, HeadMatrix a, HeadMatrix b, HeadMatrix out, int64_t batch, void **params) {
   if (dnnl_gemm_bf16bf16f32 == nullptr) return 1;
   const float *a32 = static_cast<const float *>(params[0]);
@@ -237,7 +190,42 @@ int heads_gemm(char ta, char tb, HeadMatrix a, HeadMatrix b, HeadMatrix out, int
   return status[0] | status[1];
 }
 
+// Attention's batched products from bfloat16 operands, one gemm per matrix of the batch (contiguous
+// matrices: heads_gemm with one head); op(a) is M x K, op(b) K x N, out (..., M, N) float32.
+int batched_gemm(char ta, char tb, void **params, int *ndims, int64_t **shapes) {
+  const int nd = ndims[0];
+  const int64_t a_rows = shapes[0][nd - 2], a_cols = shapes[0][nd - 1];
+  const int64_t b_rows = shapes[1][nd - 2], b_cols = shapes[1][nd - 1];
+  const int64_t M = ta == 'T' ? a_cols : a_rows, N = tb == 'T' ? b_rows : b_cols;
+  return heads_gemm(ta, tb, {a_rows, a_cols, 1, true}, {b_rows, b_cols, 1, true}, {M, N, 1, true},
+                    helper::leading_rows(nd - 1, shapes[0]), params);
+}
+
 }  // namespace
+
+// out = a b    inputs: a (..., M, K), b (..., K, N)
+extern "C" int batch_matmul_nn_bf16(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,
+                                    void *stream, void *extra) {
+  return batched_gemm('N', 'N', params, ndims, shapes);
+}
+
+// out = a b^T  inputs: a (..., M, K), b (..., N, K)
+extern "C" int batch_matmul_nt_bf16(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,
+                                    void *stream, void *extra) {
+  return batched_gemm('N', 'T', params, ndims, shapes);
+}
+
+// out = a^T b  inputs: a (..., K, M), b (..., K, N)
+extern "C" int batch_matmul_tn_bf16(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,
+                                    void *stream, void *extra) {
+  return batched_gemm('T', 'N', params, ndims, shapes);
+}
+
+
+// Attention's products in training with q, k, v and the context left in the Dense layers' layout
+// [B, S, N, D] (N heads of D): each head's matrix is read and written in place, rows N * D apart, where
+// the float32 path moves every head into [B, N, S, D] and back (four transposes forward, four in the
+// gradient). One bf16 gemm per (batch, head) (heads_gemm).
 
 // scores = q k^T per head     inputs: q (B, S, N, D), k (B, T, N, D)   output: (B, N, S, T)
 extern "C" int attention_scores_bf16(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,

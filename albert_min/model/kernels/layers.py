@@ -57,6 +57,10 @@ class AttentionProbabilities(nn.Cell):
         self.softmax = softmax
 
     def construct(self, scores, additive_mask):
+        return self.unfused(scores, additive_mask)
+
+    def unfused(self, scores, additive_mask):
+        """MindSpore's ops, one after another (Mul, BroadcastTo, Add, the softmax cell)."""
         scores = scores * self.scale
         # broadcast first: modeling.AlbertAttention says why
         return self.softmax(scores + ops.broadcast_to(additive_mask, scores.shape))
@@ -210,8 +214,7 @@ class AttentionProbabilitiesWithKernels(AttentionProbabilities):
     def construct(self, scores, additive_mask):
         if self.training:
             return self.fused(scores, additive_mask, self.scale_tensor)
-        scores = scores * self.scale                                       # AttentionProbabilities'
-        return self.softmax(scores + ops.broadcast_to(additive_mask, scores.shape))
+        return self.unfused(scores, additive_mask)
 
     def bprop(self, scores, additive_mask, out, dout):
         return self.backward(out, dout, self.scale_tensor), ops.zeros_like(additive_mask)
